@@ -1,0 +1,126 @@
+# Orchard — hand-written Makefile in the style of git and redis.
+#   make            build every binary into bin/
+#   make help       list the targets
+#   V=1             show full commands
+#   SANITIZE=address,undefined   sanitizer build (objects go to build-san/)
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+PYTHON ?= /usr/bin/python3
+
+WARNINGS = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wvla -Wformat=2 -Wno-format-nonliteral \
+	-Wpointer-arith -Wcast-qual -Wwrite-strings -Wno-missing-field-initializers
+CFLAGS ?= -O2 -g
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags libpq json-c libcurl 2>/dev/null)
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread $(WARNINGS) $(CFLAGS) $(PKG_CFLAGS) \
+	-Ilib -include lib/banned.h -MMD -MP
+ALL_LDFLAGS = -pthread $(LDFLAGS)
+
+ifdef SANITIZE
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+ALL_LDFLAGS += -fsanitize=$(SANITIZE)
+OBJDIR = build-san
+else
+OBJDIR = build
+endif
+
+ifndef V
+QUIET_CC = @echo '   ' CC $@;
+QUIET_LINK = @echo '   ' LINK $@;
+QUIET_AR = @echo '   ' AR $@;
+endif
+
+pc = $(shell $(PKG_CONFIG) --libs $(1) 2>/dev/null)
+
+LIBS_common = $(call pc,json-c) $(call pc,libcurl)
+LIBS_pg = $(call pc,libpq)
+
+# Every binary is built from all *.c files in its directory plus lib/.
+LIB_SRC = $(wildcard lib/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=$(OBJDIR)/%.o)
+LIB_A = $(OBJDIR)/liborchard.a
+
+PROGRAMS = bin/orchard-api bin/orchard-controller bin/orchard-agent \
+	bin/orchardctl bin/orchard-admin
+
+api_SRC = $(wildcard api/*.c)
+api_LIBS = -lfcgi $(LIBS_pg) $(call pc,libargon2) $(call pc,libcrypto) $(LIBS_common)
+controller_SRC = $(wildcard controller/*.c)
+controller_LIBS = $(LIBS_pg) $(LIBS_common)
+agent_SRC = $(wildcard agent/*.c)
+agent_LIBS = $(call pc,libmicrohttpd) $(call pc,libgit2) $(call pc,libarchive) $(LIBS_common) -lutil
+cli_SRC = $(wildcard cli/*.c)
+cli_LIBS = $(LIBS_common)
+admin_SRC = $(wildcard cli/admin/*.c)
+admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
+
+UNIT_SRC = $(wildcard tests/unit/*.c)
+UNIT_OBJ = $(UNIT_SRC:%.c=$(OBJDIR)/%.o)
+
+ALL_OBJ = $(LIB_OBJ) $(UNIT_OBJ) $(foreach m,api controller agent cli admin,$($(m)_SRC:%.c=$(OBJDIR)/%.o))
+
+all: $(PROGRAMS) ## build every binary into bin/
+
+$(OBJDIR)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIB_A): $(LIB_OBJ)
+	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
+
+define program
+bin/$(1): $$($(2)_SRC:%.c=$$(OBJDIR)/%.o) $$(LIB_A)
+	@mkdir -p bin
+	$$(QUIET_LINK)$$(CC) -o $$@ $$^ $$(ALL_LDFLAGS) $$($(2)_LIBS)
+endef
+$(eval $(call program,orchard-api,api))
+$(eval $(call program,orchard-controller,controller))
+$(eval $(call program,orchard-agent,agent))
+$(eval $(call program,orchardctl,cli))
+$(eval $(call program,orchard-admin,admin))
+
+bin/unit-tests: $(UNIT_OBJ) $(LIB_A)
+	@mkdir -p bin
+	$(QUIET_LINK)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
+
+deps: ## install missing Debian packages (apt-get; needs root)
+	@scripts/deps.sh
+
+unit: bin/unit-tests ## run the C unit tests
+	bin/unit-tests
+
+test: ## install what is needed, build, run every test suite
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all bin/unit-tests
+	@scripts/test.sh
+
+test-san: ## the unit and integration suites under ASan+UBSan
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory SANITIZE=address,undefined all bin/unit-tests
+	@SANITIZE=1 scripts/test.sh
+
+up: ## start the whole local stack in the background (var/)
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	@scripts/stack.sh up
+
+run: ## start the whole local stack in the foreground; Ctrl-C stops it
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	@scripts/stack.sh run
+
+down: ## stop what `make up` started
+	@scripts/stack.sh down
+
+clean: ## remove build products (keeps var/)
+	rm -rf build build-san bin
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
+
+.PHONY: all deps unit test test-san up run down clean help
+-include $(ALL_OBJ:.o=.d)

@@ -1,0 +1,83 @@
+#include "agent_client.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+
+#include "err.h"
+#include "xalloc.h"
+
+struct sink {
+	struct orc_buf *buf;
+	int toobig;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct sink *s = userdata;
+	size_t n = size * nmemb;
+
+	if (orc_buf_add(s->buf, ptr, n) < 0) {
+		s->toobig = 1;
+		return 0;
+	}
+	return n;
+}
+
+int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent_req *req)
+{
+	struct sink sink = { out, 0 };
+	struct curl_slist *hdrs = NULL;
+	CURL *h = curl_easy_init();
+	char *url = NULL, *auth = NULL, *rid = NULL;
+	const char *addr = req->address;
+	CURLcode cc;
+	long status = 0;
+	int err = 0;
+
+	if (!h)
+		return ORC_ERROR;
+	if (!strncmp(addr, "unix:", 5)) {
+		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, addr + 5);
+		url = xasprintf("http://agent%s", req->path);
+	} else {
+		url = xasprintf("%s%s", addr, req->path);
+	}
+	auth = xasprintf("Authorization: Bearer %s", req->token ? req->token : "");
+	hdrs = curl_slist_append(hdrs, auth);
+	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	if (req->request_id) {
+		rid = xasprintf("X-Request-ID: %s", req->request_id);
+		hdrs = curl_slist_append(hdrs, rid);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, req->timeout_ms < 5000 ? req->timeout_ms : 5000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	if (req->body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	}
+	cc = curl_easy_perform(h);
+	if (sink.toobig)
+		err = ORC_ETOOBIG;
+	else if (cc == CURLE_OPERATION_TIMEDOUT)
+		err = ORC_ETIMEOUT;
+	else if (cc != CURLE_OK)
+		err = ORC_EUNAVAIL;
+	if (!err) {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		*status_out = status;
+	}
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	free(url);
+	free(auth);
+	free(rid);
+	return err;
+}

@@ -1,0 +1,28 @@
+#ifndef ORC_AGENT_CLIENT_H
+#define ORC_AGENT_CLIENT_H
+#include <stddef.h>
+
+#include "buf.h"
+/*
+ * HTTP calls to an orchard-agent (docs/agent-protocol.md). The address is
+ * "unix:/path/to/agent.sock" or "http://host:port". Every call carries the
+ * sandbox's bearer token and, when given, the request id.
+ *
+ * Returns 0 when an HTTP response arrived (its status in *status_out and
+ * its body in out, bounded by out->max), ORC_EUNAVAIL when the agent could
+ * not be reached, ORC_ETIMEOUT when timeout_ms passed, ORC_ETOOBIG when the
+ * response exceeded out->max.
+ */
+struct orc_agent_req {
+	const char *address;
+	const char *token;
+	const char *method;     /* "GET", "POST", ... */
+	const char *path;       /* "/exec" */
+	const char *body;       /* may be NULL */
+	size_t body_len;
+	long timeout_ms;
+	const char *request_id; /* may be NULL */
+};
+
+int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent_req *req);
+#endif

@@ -1,0 +1,52 @@
+#ifndef ORC_PGPOOL_H
+#define ORC_PGPOOL_H
+#include <pthread.h>
+#include <libpq-fe.h>
+/*
+ * A fixed-size pool of PostgreSQL connections shared by threads. A
+ * connection is held only for the statements of one unit of work and is
+ * never held across a call to an agent (DESIGN.md).
+ *
+ *   PGconn *c;
+ *   if ((err = orc_pg_pool_acquire(&pool, &c)) < 0) goto done;
+ *   ... orc_pg_query(...) ...
+ *   orc_pg_pool_release(&pool, c);
+ */
+struct orc_pg_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char *conninfo;
+	PGconn **idle;
+	int nidle;
+	int size;
+	int open;      /* connections that exist (idle + in use) */
+};
+
+int orc_pg_pool_init(struct orc_pg_pool *pool, const char *conninfo, int size);
+void orc_pg_pool_release_all(struct orc_pg_pool *pool);
+/* Waits up to 10 s for a free connection; ORC_EUNAVAIL if the database
+ * cannot be reached. */
+int orc_pg_pool_acquire(struct orc_pg_pool *pool, PGconn **out);
+/* Return c to the pool; a broken connection is closed and replaced later. */
+void orc_pg_pool_release(struct orc_pg_pool *pool, PGconn *c);
+
+/* Connect once (for tools and LISTEN connections). */
+int orc_pg_connect(PGconn **out, const char *conninfo);
+
+/*
+ * Run one parameterised statement (text parameters; NULL = SQL NULL).
+ * Maps failures: unique violation -> ORC_ECONFLICT, check/format errors ->
+ * ORC_EINVALID, connection loss -> ORC_EUNAVAIL, others -> ORC_ERROR; the
+ * server's message is logged. *out (if not NULL) gets the result on
+ * success, which the caller PQclear()s.
+ */
+int orc_pg_query(PGresult **out, PGconn *c, const char *sql, int nparams,
+		 const char *const *params);
+/* Same, with per-parameter lengths and formats (1 = binary, for bytea). */
+int orc_pg_query_bin(PGresult **out, PGconn *c, const char *sql, int nparams,
+		     const char *const *params, const int *lengths, const int *formats);
+/* BEGIN / COMMIT / ROLLBACK. */
+int orc_pg_begin(PGconn *c);
+int orc_pg_commit(PGconn *c);
+void orc_pg_rollback(PGconn *c);
+#endif
