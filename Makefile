@@ -16,8 +16,8 @@ WARNINGS = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wpointer-arith -Wcast-qual -Wwrite-strings -Wno-missing-field-initializers
 CFLAGS ?= -O2 -g
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags libpq json-c libcurl 2>/dev/null)
-ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread $(WARNINGS) $(CFLAGS) $(PKG_CFLAGS) \
-	-Ilib -include lib/banned.h -MMD -MP
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread -Ilib $(WARNINGS) $(CFLAGS) $(PKG_CFLAGS) \
+	-include lib/banned.h -MMD -MP
 ALL_LDFLAGS = -pthread $(LDFLAGS)
 
 ifdef SANITIZE
@@ -28,6 +28,11 @@ else
 OBJDIR = build
 endif
 
+# bin/ holds one flavour at a time; switching between plain and sanitizer
+# builds relinks every binary (objects are kept apart in build/ and build-san/).
+FLAVOUR := $(if $(SANITIZE),san-$(SANITIZE),plain)
+$(shell [ "$$(cat .flavour 2>/dev/null)" = "$(FLAVOUR)" ] || echo "$(FLAVOUR)" > .flavour)
+
 ifndef V
 QUIET_CC = @echo '   ' CC $@;
 QUIET_LINK = @echo '   ' LINK $@;
@@ -36,7 +41,7 @@ endif
 
 pc = $(shell $(PKG_CONFIG) --libs $(1) 2>/dev/null)
 
-LIBS_common = $(call pc,json-c) $(call pc,libcurl)
+LIBS_common = $(call pc,json-c) $(call pc,libcurl) -lm
 LIBS_pg = $(call pc,libpq)
 
 # Every binary is built from all *.c files in its directory plus lib/.
@@ -73,9 +78,9 @@ $(LIB_A): $(LIB_OBJ)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 
 define program
-bin/$(1): $$($(2)_SRC:%.c=$$(OBJDIR)/%.o) $$(LIB_A)
+bin/$(1): $$($(2)_SRC:%.c=$$(OBJDIR)/%.o) $$(LIB_A) .flavour
 	@mkdir -p bin
-	$$(QUIET_LINK)$$(CC) -o $$@ $$^ $$(ALL_LDFLAGS) $$($(2)_LIBS)
+	$$(QUIET_LINK)$$(CC) -o $$@ $$(filter %.o %.a,$$^) $$(ALL_LDFLAGS) $$($(2)_LIBS)
 endef
 $(eval $(call program,orchard-api,api))
 $(eval $(call program,orchard-controller,controller))
@@ -83,9 +88,9 @@ $(eval $(call program,orchard-agent,agent))
 $(eval $(call program,orchardctl,cli))
 $(eval $(call program,orchard-admin,admin))
 
-bin/unit-tests: $(UNIT_OBJ) $(LIB_A)
+bin/unit-tests: $(UNIT_OBJ) $(LIB_A) .flavour
 	@mkdir -p bin
-	$(QUIET_LINK)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
+	$(QUIET_LINK)$(CC) -o $@ $(filter %.o %.a,$^) $(ALL_LDFLAGS) $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
 
 deps: ## install missing Debian packages (apt-get; needs root)
 	@scripts/deps.sh
@@ -117,10 +122,10 @@ down: ## stop what `make up` started
 	@scripts/stack.sh down
 
 clean: ## remove build products (keeps var/)
-	rm -rf build build-san bin
+	rm -rf build build-san bin .flavour
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
+	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
 
 .PHONY: all deps unit test test-san up run down clean help
 -include $(ALL_OBJ:.o=.d)

@@ -26,7 +26,11 @@ int orc_json_parse(json_object **out, const char *data, size_t len, char *msg, s
 		return fail(msg, msglen, "%s%s", "body too large", "");
 	if (len == 0)
 		return fail(msg, msglen, "%s%s", "request body is empty; expected JSON", "");
-	tok = json_tokener_new_ex(ORC_JSON_MAX_DEPTH);
+	if ((err = orc_json_check(data, len, ORC_JSON_MAX_DEPTH, msg, msglen)) < 0)
+		return err;
+	if (!orc_utf8_valid(data, len))
+		return fail(msg, msglen, "%s%s", "malformed JSON: invalid UTF-8", "");
+	tok = json_tokener_new_ex(ORC_JSON_MAX_DEPTH + 1);
 	if (!tok)
 		return ORC_ERROR;
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);

@@ -16,6 +16,10 @@
 
 #define ORC_JSON_MAX_DEPTH 32
 
+/* Strict RFC 8259 syntax check of exactly one value, nesting at most
+ * max_depth (capped at ORC_JSON_MAX_DEPTH). */
+int orc_json_check(const char *data, size_t len, int max_depth, char *msg, size_t msglen);
+
 /* Parse exactly one JSON value from data[0..len): UTF-8 validated, depth
  * bounded, nothing but whitespace after it. ORC_EINVALID with a message. */
 int orc_json_parse(json_object **out, const char *data, size_t len,
