@@ -1,0 +1,248 @@
+/*
+ * Configuration: the environment first (docs/architecture.md), then flags,
+ * which win. Everything is checked here so the rest of the controller can
+ * trust struct ctl_config.
+ */
+#include "ctl.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+static const char usage[] =
+	"usage: orchard-controller [options]\n"
+	"\n"
+	"Turns sandbox rows in PostgreSQL into running sandboxes (local driver:\n"
+	"bubblewrap). Exactly one controller acts at a time; others wait as standbys.\n"
+	"\n"
+	"  --database-url URL      libpq conninfo            (ORCHARD_DATABASE_URL)\n"
+	"  --state-dir DIR         per-sandbox host dirs     (ORCHARD_STATE_DIR, required)\n"
+	"  --agent-bin PATH        orchard-agent binary      (ORCHARD_AGENT_BIN,\n"
+	"                          default: orchard-agent beside this program)\n"
+	"  --bwrap PATH            bubblewrap binary         (ORCHARD_BWRAP, default: bwrap in PATH)\n"
+	"  --sandbox-uid UID       host uid of sandboxes     (ORCHARD_SANDBOX_UID, default 65534;\n"
+	"  --sandbox-gid GID       host gid of sandboxes     (ORCHARD_SANDBOX_GID)  root only)\n"
+	"  --sweep-interval-ms MS  full reconcile period     (ORCHARD_SWEEP_INTERVAL_MS, default 2000)\n"
+	"  --help                  show this and exit\n"
+	"\n"
+	"Logs are JSON lines on stderr (ORCHARD_LOG_LEVEL=debug|info|warn|error).\n"
+	"Exit status: 0 after SIGTERM/SIGINT, 1 on a fatal error or when the\n"
+	"leader lock is lost (a supervisor is expected to restart it).\n";
+
+enum {
+	OPT_DB = 1, OPT_STATE, OPT_AGENT, OPT_BWRAP, OPT_UID, OPT_GID, OPT_SWEEP, OPT_HELP,
+};
+
+static const struct option options[] = {
+	{ "database-url", required_argument, NULL, OPT_DB },
+	{ "state-dir", required_argument, NULL, OPT_STATE },
+	{ "agent-bin", required_argument, NULL, OPT_AGENT },
+	{ "bwrap", required_argument, NULL, OPT_BWRAP },
+	{ "sandbox-uid", required_argument, NULL, OPT_UID },
+	{ "sandbox-gid", required_argument, NULL, OPT_GID },
+	{ "sweep-interval-ms", required_argument, NULL, OPT_SWEEP },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = v ? xstrdup(v) : NULL;
+}
+
+static int parse_id(int64_t *out, const char *what, const char *v)
+{
+	if (orc_parse_i64(out, v, 0, 2147483646) < 0) {
+		fprintf(stderr, "orchard-controller: %s \"%s\" is not a valid id\n", what, v);
+		return ORC_EINVALID;
+	}
+	return 0;
+}
+
+/* "orchard-agent" in the directory of /proc/self/exe. */
+static char *default_agent_bin(void)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return xstrdup("orchard-agent");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	return xasprintf("%s/orchard-agent", self);
+}
+
+/* execve() does not search PATH, so find bwrap once here. */
+static char *find_in_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	const char *p, *end;
+	char *cand;
+
+	if (strchr(name, '/'))
+		return xstrdup(name);
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		if (end == p)
+			continue;
+		cand = xasprintf("%.*s/%s", (int)(end - p), p, name);
+		if (!access(cand, X_OK))
+			return cand;
+		free(cand);
+	}
+	return xstrdup(name);
+}
+
+static int make_absolute(char **path)
+{
+	char cwd[PATH_MAX];
+	char *abs;
+
+	if ((*path)[0] == '/')
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd))) {
+		fprintf(stderr, "orchard-controller: getcwd() failed: %s\n", strerror(errno));
+		return ORC_ERROR;
+	}
+	abs = xasprintf("%s/%s", cwd, *path);
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
+static int check(struct ctl_config *cfg)
+{
+	int err;
+
+	if (!cfg->database_url || !*cfg->database_url) {
+		fprintf(stderr, "orchard-controller: ORCHARD_DATABASE_URL (or --database-url) is required\n");
+		return ORC_EINVALID;
+	}
+	if (!cfg->state_dir || !*cfg->state_dir) {
+		fprintf(stderr, "orchard-controller: ORCHARD_STATE_DIR (or --state-dir) is required\n");
+		return ORC_EINVALID;
+	}
+	if ((err = make_absolute(&cfg->state_dir)) < 0 ||
+	    (err = make_absolute(&cfg->agent_bin)) < 0)
+		return err;
+	/* Bind-mount sources and host dir names: keep them simple. */
+	if (strlen(cfg->state_dir) > 512 || strchr(cfg->state_dir, '\n')) {
+		fprintf(stderr, "orchard-controller: state dir \"%s\" is too long or has a newline\n",
+			cfg->state_dir);
+		return ORC_EINVALID;
+	}
+	if (strcmp(cfg->driver, "local")) {
+		fprintf(stderr, "orchard-controller: driver \"%s\" is not supported (only \"local\")\n",
+			cfg->driver);
+		return ORC_EINVALID;
+	}
+	return 0;
+}
+
+int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
+{
+	int64_t uid = 65534, gid = 65534, sweep = 2000;
+	const char *v;
+	char *bwrap = NULL;
+	int c, err;
+
+	set_str(&cfg->database_url, getenv("ORCHARD_DATABASE_URL"));
+	set_str(&cfg->state_dir, getenv("ORCHARD_STATE_DIR"));
+	set_str(&cfg->agent_bin, getenv("ORCHARD_AGENT_BIN"));
+	set_str(&bwrap, getenv("ORCHARD_BWRAP"));
+	set_str(&cfg->driver, "local");
+	if ((v = getenv("ORCHARD_SANDBOX_UID")) && *v && (err = parse_id(&uid, "ORCHARD_SANDBOX_UID", v)) < 0)
+		goto done;
+	if ((v = getenv("ORCHARD_SANDBOX_GID")) && *v && (err = parse_id(&gid, "ORCHARD_SANDBOX_GID", v)) < 0)
+		goto done;
+	if ((v = getenv("ORCHARD_SWEEP_INTERVAL_MS")) && *v &&
+	    orc_parse_i64(&sweep, v, 10, 3600000) < 0) {
+		fprintf(stderr, "orchard-controller: ORCHARD_SWEEP_INTERVAL_MS \"%s\" must be 10..3600000\n", v);
+		err = ORC_EINVALID;
+		goto done;
+	}
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_DB: set_str(&cfg->database_url, optarg); break;
+		case OPT_STATE: set_str(&cfg->state_dir, optarg); break;
+		case OPT_AGENT: set_str(&cfg->agent_bin, optarg); break;
+		case OPT_BWRAP: set_str(&bwrap, optarg); break;
+		case OPT_UID:
+			if ((err = parse_id(&uid, "--sandbox-uid", optarg)) < 0)
+				goto done;
+			break;
+		case OPT_GID:
+			if ((err = parse_id(&gid, "--sandbox-gid", optarg)) < 0)
+				goto done;
+			break;
+		case OPT_SWEEP:
+			if (orc_parse_i64(&sweep, optarg, 10, 3600000) < 0) {
+				fprintf(stderr, "orchard-controller: --sweep-interval-ms \"%s\" must be 10..3600000\n",
+					optarg);
+				err = ORC_EINVALID;
+				goto done;
+			}
+			break;
+		case OPT_HELP:
+			fputs(usage, stdout);
+			err = 1;
+			goto done;
+		default:
+			fputs(usage, stderr);
+			err = ORC_EINVALID;
+			goto done;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "orchard-controller: unexpected argument \"%s\"\n", argv[optind]);
+		err = ORC_EINVALID;
+		goto done;
+	}
+
+	if (!cfg->agent_bin || !*cfg->agent_bin) {
+		free(cfg->agent_bin);
+		cfg->agent_bin = default_agent_bin();
+	}
+	cfg->bwrap_bin = find_in_path(bwrap && *bwrap ? bwrap : "bwrap");
+	cfg->sweep_interval_ms = sweep;
+	if (geteuid() == 0) {
+		cfg->drop_privileges = 1;
+		cfg->sandbox_uid = (uid_t)uid;
+		cfg->sandbox_gid = (gid_t)gid;
+	} else {
+		/* Unprivileged: sandboxes run as whoever runs the controller. */
+		cfg->drop_privileges = 0;
+		cfg->sandbox_uid = geteuid();
+		cfg->sandbox_gid = getegid();
+	}
+	err = check(cfg);
+done:
+	free(bwrap);
+	return err;
+}
+
+void ctl_config_release(struct ctl_config *cfg)
+{
+	set_str(&cfg->database_url, NULL);
+	set_str(&cfg->state_dir, NULL);
+	set_str(&cfg->agent_bin, NULL);
+	set_str(&cfg->bwrap_bin, NULL);
+	set_str(&cfg->driver, NULL);
+}

@@ -1,0 +1,46 @@
+#ifndef CTL_H
+#define CTL_H
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+/*
+ * orchard-controller: configuration and the few process-wide things every
+ * part of the controller shares. See docs/controller.md.
+ */
+
+struct ctl_config {
+	char *database_url;      /* ORCHARD_DATABASE_URL / --database-url */
+	char *state_dir;         /* ORCHARD_STATE_DIR / --state-dir (absolute) */
+	char *agent_bin;         /* ORCHARD_AGENT_BIN / --agent-bin (absolute) */
+	char *bwrap_bin;         /* ORCHARD_BWRAP / --bwrap (default "bwrap" in PATH) */
+	char *driver;            /* --driver (default "local") */
+	uid_t sandbox_uid;       /* ORCHARD_SANDBOX_UID (root only; default 65534) */
+	gid_t sandbox_gid;       /* ORCHARD_SANDBOX_GID (root only; default 65534) */
+	int drop_privileges;     /* running as root: children setuid to sandbox_uid */
+	int64_t sweep_interval_ms;   /* ORCHARD_SWEEP_INTERVAL_MS (default 2000) */
+	int64_t health_interval_ms;  /* re-check cadence of pending sandboxes (20) */
+	int64_t health_timeout_ms;   /* per /health call (200) */
+};
+
+#define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200 }
+
+/*
+ * Fill cfg from the environment, then from argv (flags win). Returns 0,
+ * 1 when --help was printed (exit 0), or ORC_EINVALID after printing what
+ * is wrong to stderr.
+ */
+int ctl_config_load(struct ctl_config *cfg, int argc, char **argv);
+void ctl_config_release(struct ctl_config *cfg);
+
+/*
+ * Set by SIGTERM/SIGINT. Those signals are blocked outside ctl_wait(), so
+ * a stop request is seen either before the wait or wakes it (ppoll).
+ */
+extern volatile sig_atomic_t ctl_stopping;
+void ctl_signals_init(void);
+
+struct pollfd;
+/* ppoll with the stop signals unblocked; returns poll's result (-1/EINTR on a
+ * signal). timeout_ms < 0 waits forever. */
+int ctl_wait(struct pollfd *fds, unsigned nfds, int64_t timeout_ms);
+#endif

@@ -1,0 +1,57 @@
+/*
+ * The driver table and what every driver shares.
+ */
+#include "driver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+
+static const struct ctl_driver_ops *const drivers[] = {
+	&ctl_driver_local,
+};
+
+void ctl_sandbox_release(struct ctl_sandbox *sb)
+{
+	free(sb->id);
+	free(sb->image);
+	free(sb->token);
+	free(sb->handle);
+	free(sb->address);
+	free(sb->error);
+	memset(sb, 0, sizeof(*sb));
+}
+
+int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg)
+{
+	size_t i;
+
+	memset(d, 0, sizeof(*d));
+	for (i = 0; i < sizeof(drivers) / sizeof(*drivers); i++) {
+		if (!strcmp(drivers[i]->name, cfg->driver)) {
+			d->ops = drivers[i];
+			d->cfg = cfg;
+			return d->ops->init(d);
+		}
+	}
+	orc_log(ORC_LOG_ERROR, "unknown driver", "driver", cfg->driver, NULL);
+	return ORC_EINVALID;
+}
+
+void ctl_driver_close(struct ctl_driver *d)
+{
+	if (d->ops && d->ops->release)
+		d->ops->release(d);
+	d->ops = NULL;
+}
+
+void ctl_ids_free(char **ids, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+}

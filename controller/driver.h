@@ -1,0 +1,76 @@
+#ifndef CTL_DRIVER_H
+#define CTL_DRIVER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctl.h"
+/*
+ * A driver turns a sandbox row into something running and back
+ * (DESIGN.md §3). The reconcile loop talks to it only through this table
+ * of function pointers (redis's ConnectionType), so the local and
+ * kubernetes drivers are interchangeable.
+ *
+ * Every operation is synchronous and short; none of them touches the
+ * database. The controller is single-threaded, so drivers need no locks.
+ */
+
+/* One sandbox row as the driver sees it. The reconcile loop fills the
+ * request fields; create() fills handle and address. */
+struct ctl_sandbox {
+	char *id;
+	char *image;
+	char *token;
+	int block_network;
+	int64_t cpu_millis;
+	int64_t memory_bytes;
+	char *handle;    /* sandboxes.driver_handle (may be NULL) */
+	char *address;   /* sandboxes.agent_address */
+	char *error;     /* why create() failed: becomes state_message */
+};
+
+#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL }
+void ctl_sandbox_release(struct ctl_sandbox *sb);
+
+struct ctl_driver;
+
+struct ctl_driver_ops {
+	const char *name;
+	/* Prepare (check the state dir, probe the host). Fatal on failure. */
+	int (*init)(struct ctl_driver *d);
+	void (*release)(struct ctl_driver *d);
+	/*
+	 * Launch sb. On success sets sb->handle and sb->address. When a live
+	 * sandbox of that id already exists (a controller died between
+	 * launching it and recording it), adopt it rather than start a second
+	 * one. On failure sets sb->error to a message meant for the user;
+	 * ORC_EINVALID means retrying is pointless (e.g. unknown image).
+	 */
+	int (*create)(struct ctl_driver *d, struct ctl_sandbox *sb);
+	/* Stop the sandbox and remove everything it left on the host. handle
+	 * may be NULL or stale. Idempotent: 0 when nothing is left. */
+	int (*destroy)(struct ctl_driver *d, const char *id, const char *handle);
+	/* 1 when the sandbox named by handle is running, 0 when not. */
+	int (*alive)(struct ctl_driver *d, const char *id, const char *handle);
+	/* Ids of every sandbox the driver has anything for (running or left
+	 * over). *out is an array of n strings; free with ctl_ids_free(). */
+	int (*list_owned)(struct ctl_driver *d, char ***out, size_t *nout);
+	/* Where the agent of sandbox id listens ("unix:/..."); fresh string. */
+	char *(*agent_address)(struct ctl_driver *d, const char *id);
+	/* A short hint on why sandbox id stopped (e.g. its log's last line),
+	 * or NULL; fresh string. */
+	char *(*diagnose)(struct ctl_driver *d, const char *id);
+};
+
+struct ctl_driver {
+	const struct ctl_driver_ops *ops;
+	const struct ctl_config *cfg;
+	void *priv;
+};
+
+extern const struct ctl_driver_ops ctl_driver_local;
+
+/* Look the driver up by name and init it. */
+int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg);
+void ctl_driver_close(struct ctl_driver *d);
+void ctl_ids_free(char **ids, size_t n);
+#endif

@@ -1,0 +1,583 @@
+/*
+ * The local driver: each sandbox is a bubblewrap sandbox running
+ * orchard-agent, with its host state in $ORCHARD_STATE_DIR/<id>/:
+ *
+ *   <id>/            root, 0711
+ *     handle         "<pid>:<starttime>" of the pid-namespace init (root, 0600)
+ *     agent.log      the agent's (and bwrap's) stdout and stderr
+ *     run/           sandbox uid, 0700: token (0600), agent.sock  -> /run/orchard
+ *     workspace/     sandbox uid                                  -> /workspace
+ *     tmp/           sandbox uid                                  -> /tmp
+ *
+ * The sandbox is found again after a controller restart from the handle
+ * (in the database row and in <id>/handle) and /proc; nothing is kept in
+ * memory that a restart would lose.
+ */
+#include "driver.h"
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define LAUNCH_TIMEOUT_MS 5000
+#define KILL_TIMEOUT_MS 2000
+#define SOCK_SUFFIX "/run/agent.sock"
+#define STATE_MARKER ".orchard-state"
+
+struct local {
+	int state_fd;
+	struct ctl_strv layout;
+};
+
+static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+static char env_home[] = "HOME=/root";
+static char *const bwrap_env[] = { env_path, env_home, NULL };
+
+static struct local *L(struct ctl_driver *d)
+{
+	return d->priv;
+}
+
+/* Can uid/gid reach (x on every parent) and use (want bits) path? bwrap
+ * runs as the sandbox uid, so it must be able to open its bind sources. */
+static int reachable_by(const char *path, uid_t uid, gid_t gid, mode_t want_bits)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+	size_t i, n = strlen(path);
+	mode_t need;
+
+	if (uid == 0)
+		return 1;
+	if (n >= sizeof(buf))
+		return 0;
+	memcpy(buf, path, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		need = i == n ? want_bits : 1;  /* x for parents */
+		if (stat(buf, &st) < 0)
+			return 0;
+		if (st.st_uid == uid)
+			need <<= 6;
+		else if (st.st_gid == gid)
+			need <<= 3;
+		if ((st.st_mode & need) != need)
+			return 0;
+		buf[i] = '/';
+		if (i == n)
+			break;
+	}
+	return 1;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t i, n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -1;
+	memcpy(buf, path, n + 1);
+	for (i = 1; i < n; i++) {
+		if (buf[i] != '/')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -1;
+		buf[i] = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/*
+ * Everything with a DNS-label name in the state dir counts as a sandbox
+ * and may be deleted as an orphan, so never adopt a directory that holds
+ * something else: it must be empty or carry our marker.
+ */
+static int claim_state_dir(int state_fd, const char *path)
+{
+	struct dirent *de;
+	int fd, empty = 1, mfd;
+	DIR *dir;
+
+	if (faccessat(state_fd, STATE_MARKER, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	if ((fd = dup(state_fd)) < 0 || !(dir = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return ORC_ERROR;
+	}
+	while ((de = readdir(dir)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = 0;
+	closedir(dir);
+	if (!empty) {
+		orc_logf(ORC_LOG_ERROR, "state dir \"%s\" is not empty and has no %s marker; "
+			 "refusing to manage (and possibly delete) what is in it", path, STATE_MARKER);
+		return ORC_EINVALID;
+	}
+	mfd = openat(state_fd, STATE_MARKER, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (mfd < 0) {
+		orc_log(ORC_LOG_ERROR, "cannot write the state dir marker", "path", path,
+			"error", strerror(errno), NULL);
+		return ORC_ERROR;
+	}
+	close(mfd);
+	return 0;
+}
+
+static int local_init(struct ctl_driver *d)
+{
+	const struct ctl_config *cfg = d->cfg;
+	struct local *l = xcalloc(1, sizeof(*l));
+	size_t max_state = sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - 1 - 63 - strlen(SOCK_SUFFIX);
+	int err = 0;
+
+	l->state_fd = -1;
+	d->priv = l;
+	if (mkdir_p(cfg->state_dir, 0711) < 0 || chmod(cfg->state_dir, 0711) < 0) {
+		orc_log(ORC_LOG_ERROR, "cannot create the state dir", "path", cfg->state_dir,
+			"error", strerror(errno), NULL);
+		err = ORC_ERROR;
+		goto done;
+	}
+	l->state_fd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->state_fd < 0) {
+		orc_log(ORC_LOG_ERROR, "cannot open the state dir", "path", cfg->state_dir,
+			"error", strerror(errno), NULL);
+		err = ORC_ERROR;
+		goto done;
+	}
+	if ((err = claim_state_dir(l->state_fd, cfg->state_dir)) < 0)
+		goto done;
+	if (access(cfg->bwrap_bin, X_OK) < 0) {
+		orc_log(ORC_LOG_ERROR, "bubblewrap not found (apt-get install bubblewrap)",
+			"path", cfg->bwrap_bin, NULL);
+		err = ORC_ERROR;
+		goto done;
+	}
+	if (!reachable_by(cfg->state_dir, cfg->sandbox_uid, cfg->sandbox_gid, 1)) {
+		orc_logf(ORC_LOG_ERROR, "state dir \"%s\" is not reachable by the sandbox uid %u "
+			 "(every parent directory needs o+x)", cfg->state_dir, (unsigned)cfg->sandbox_uid);
+		err = ORC_ERROR;
+		goto done;
+	}
+	if (access(cfg->agent_bin, X_OK) < 0)
+		orc_log(ORC_LOG_WARN, "agent binary not found yet; launches fail until it exists",
+			"path", cfg->agent_bin, NULL);
+	else if (!reachable_by(cfg->agent_bin, cfg->sandbox_uid, cfg->sandbox_gid, 5))
+		orc_logf(ORC_LOG_WARN, "agent binary \"%s\" is not readable by the sandbox uid %u",
+			 cfg->agent_bin, (unsigned)cfg->sandbox_uid);
+	if (strlen(cfg->state_dir) > max_state)
+		orc_logf(ORC_LOG_WARN, "state dir is longer than %zu bytes: agent socket paths of "
+			 "long sandbox ids will not fit in a unix socket address", max_state);
+	ctl_bwrap_host_layout(&l->layout);
+done:
+	return err;
+}
+
+static void local_release(struct ctl_driver *d)
+{
+	struct local *l = L(d);
+
+	if (!l)
+		return;
+	if (l->state_fd >= 0)
+		close(l->state_fd);
+	ctl_strv_release(&l->layout);
+	free(l);
+	d->priv = NULL;
+}
+
+static char *local_agent_address(struct ctl_driver *d, const char *id)
+{
+	return xasprintf("unix:%s/%s%s", d->cfg->state_dir, id, SOCK_SUFFIX);
+}
+
+/* The handle recorded in <id>/handle, if any. */
+static int read_handle_file(struct ctl_proc_id *out, struct local *l, const char *id)
+{
+	char path[128], buf[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/handle", id);
+	if ((fd = openat(l->state_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return ORC_ENOTFOUND;
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return ORC_ENOTFOUND;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return ctl_proc_id_parse(out, buf);
+}
+
+static int write_file_at(int dfd, const char *name, const char *data, mode_t mode,
+			 uid_t uid, gid_t gid, int chown_it)
+{
+	size_t len = strlen(data), off = 0;
+	ssize_t w;
+	int fd, err = 0;
+
+	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return ORC_ERROR;
+	if (chown_it && fchown(fd, uid, gid) < 0)
+		err = ORC_ERROR;
+	while (!err && off < len) {
+		w = write(fd, data + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			err = ORC_ERROR;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (close(fd) < 0)
+		err = ORC_ERROR;
+	return err;
+}
+
+/* <id>/ and its subdirectories, the token, and the log (returned open). */
+static int prepare_dir(int *log_out, struct ctl_driver *d, const struct ctl_sandbox *sb)
+{
+	static const struct { const char *name; mode_t mode; } subdirs[] = {
+		{ "run", 0700 }, { "workspace", 0755 }, { "tmp", 01777 },
+	};
+	const struct ctl_config *cfg = d->cfg;
+	int chown_it = cfg->drop_privileges;
+	int dfd = -1, rfd = -1, logfd = -1, err = 0;
+	size_t i;
+
+	if (mkdirat(L(d)->state_fd, sb->id, 0711) < 0 ||
+	    (dfd = openat(L(d)->state_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		goto fail;
+	fchmod(dfd, 0711);
+	for (i = 0; i < sizeof(subdirs) / sizeof(*subdirs); i++) {
+		if (mkdirat(dfd, subdirs[i].name, subdirs[i].mode) < 0 ||
+		    fchmodat(dfd, subdirs[i].name, subdirs[i].mode, 0) < 0)
+			goto fail;
+		if (chown_it && fchownat(dfd, subdirs[i].name, cfg->sandbox_uid, cfg->sandbox_gid,
+					 AT_SYMLINK_NOFOLLOW) < 0)
+			goto fail;
+	}
+	if ((rfd = openat(dfd, "run", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		goto fail;
+	if (write_file_at(rfd, "token", sb->token, 0600, cfg->sandbox_uid, cfg->sandbox_gid, chown_it) < 0)
+		goto fail;
+	logfd = openat(dfd, "agent.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (logfd < 0)
+		goto fail;
+	*log_out = logfd;
+	logfd = -1;
+	goto done;
+fail:
+	orc_log(ORC_LOG_ERROR, "preparing the sandbox dir failed", "sandbox_id", sb->id,
+		"error", strerror(errno), NULL);
+	err = ORC_ERROR;
+done:
+	if (dfd >= 0)
+		close(dfd);
+	if (rfd >= 0)
+		close(rfd);
+	if (logfd >= 0)
+		close(logfd);
+	return err;
+}
+
+static char *local_diagnose(struct ctl_driver *d, const char *id)
+{
+	char path[128], buf[1024];
+	ssize_t n;
+	off_t size;
+	char *end, *line;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/agent.log", id);
+	if ((fd = openat(L(d)->state_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return NULL;
+	size = lseek(fd, 0, SEEK_END);
+	if (size > (off_t)sizeof(buf) - 1)
+		lseek(fd, size - (off_t)(sizeof(buf) - 1), SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	/* The last non-empty line, bounded and made printable. */
+	end = buf + n;
+	while (end > buf && (end[-1] == '\n' || end[-1] == '\r'))
+		*--end = '\0';
+	line = end;
+	while (line > buf && line[-1] != '\n')
+		line--;
+	if (!*line)
+		return NULL;
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+			*p = ' ';
+	if (!orc_utf8_valid(line, strlen(line)))
+		return NULL;
+	return xstrndup(line, 300);
+}
+
+struct scan_kill {
+	const char *id;
+	int found;
+};
+
+static void scan_kill_fn(const char *id, pid_t pid, void *arg)
+{
+	struct scan_kill *sk = arg;
+	struct ctl_proc_id p;
+
+	if (strcmp(id, sk->id) || ctl_proc_id_of(&p, pid) < 0)
+		return;
+	sk->found++;
+	ctl_proc_id_kill(&p, KILL_TIMEOUT_MS);
+}
+
+static int local_destroy(struct ctl_driver *d, const char *id, const char *handle)
+{
+	struct ctl_proc_id row_p, file_p;
+	int have_row, have_file, err = 0;
+
+	if (!orc_is_dns_label(id))
+		return ORC_EINVALID;
+	have_row = handle && ctl_proc_id_parse(&row_p, handle) == 0;
+	have_file = read_handle_file(&file_p, L(d), id) == 0;
+	if (have_row && ctl_proc_id_kill(&row_p, KILL_TIMEOUT_MS) < 0)
+		err = ORC_ETIMEOUT;
+	if (have_file && (!have_row || file_p.pid != row_p.pid) &&
+	    ctl_proc_id_kill(&file_p, KILL_TIMEOUT_MS) < 0)
+		err = ORC_ETIMEOUT;
+	if (!have_row && !have_file) {
+		/* Lost track of it (a crash mid-launch): look in /proc. */
+		struct scan_kill sk = { id, 0 };
+		ctl_proc_scan_bwrap(d->cfg->state_dir, scan_kill_fn, &sk);
+	}
+	if (err < 0) {
+		orc_log(ORC_LOG_ERROR, "sandbox did not die after SIGKILL", "sandbox_id", id, NULL);
+		return err;
+	}
+	if (ctl_rmtree_at(L(d)->state_fd, id) < 0) {
+		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
+		return ORC_ERROR;
+	}
+	return 0;
+}
+
+static int local_alive(struct ctl_driver *d, const char *id, const char *handle)
+{
+	struct ctl_proc_id p;
+
+	if (handle && ctl_proc_id_parse(&p, handle) == 0)
+		return ctl_proc_id_alive(&p);
+	if (read_handle_file(&p, L(d), id) == 0)
+		return ctl_proc_id_alive(&p);
+	return 0;
+}
+
+static int check_request(struct ctl_driver *d, struct ctl_sandbox *sb)
+{
+	size_t max_path = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+
+	if (!orc_is_dns_label(sb->id)) {
+		sb->error = xstrdup("invalid sandbox id");
+		return ORC_EINVALID;
+	}
+	if (strcmp(sb->image, "host")) {
+		sb->error = xasprintf("image \"%.100s\" is not available: only \"host\" is supported "
+				      "by the local driver yet (importing images is planned: "
+				      "orchard-admin image import)", sb->image);
+		return ORC_EINVALID;
+	}
+	if (strlen(d->cfg->state_dir) + 1 + strlen(sb->id) + strlen(SOCK_SUFFIX) > max_path) {
+		sb->error = xasprintf("the agent socket path under state dir \"%s\" is longer than "
+				      "a unix socket address allows; use a shorter ORCHARD_STATE_DIR",
+				      d->cfg->state_dir);
+		return ORC_EINVALID;
+	}
+	if (access(d->cfg->agent_bin, X_OK) < 0) {
+		sb->error = xasprintf("agent binary \"%s\" is missing on the host", d->cfg->agent_bin);
+		return ORC_ERROR;
+	}
+	return 0;
+}
+
+static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
+{
+	struct ctl_strv argv = CTL_STRV_INIT;
+	struct ctl_proc_id p;
+	struct ctl_spawn sp;
+	char handle[48], *why;
+	int logfd = -1, err;
+	pid_t ns_init;
+
+	if ((err = check_request(d, sb)) < 0)
+		return err;
+	if (read_handle_file(&p, L(d), sb->id) == 0 && ctl_proc_id_alive(&p)) {
+		/* Launched by a controller that died before recording it. */
+		ctl_proc_id_format(handle, sizeof(handle), &p);
+		orc_log(ORC_LOG_INFO, "adopting a running sandbox", "sandbox_id", sb->id,
+			"handle", handle, NULL);
+		goto out;
+	}
+	/* Leftovers of an earlier attempt. */
+	if (faccessat(L(d)->state_fd, sb->id, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (err = local_destroy(d, sb->id, NULL)) < 0) {
+		sb->error = xstrdup("could not clean up an earlier attempt");
+		return err;
+	}
+	if ((err = prepare_dir(&logfd, d, sb)) < 0) {
+		sb->error = xstrdup("could not prepare the sandbox directory on the host");
+		goto fail;
+	}
+	{
+		char *dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
+		struct ctl_bwrap_spec spec = {
+			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
+			sb->block_network, 3,
+		};
+		ctl_bwrap_argv(&argv, &spec);
+		free(dir);
+	}
+	sp = (struct ctl_spawn){
+		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
+		d->cfg->sandbox_uid, d->cfg->sandbox_gid, LAUNCH_TIMEOUT_MS,
+	};
+	if ((err = ctl_spawn_detached(&ns_init, &sp)) < 0) {
+		why = local_diagnose(d, sb->id);
+		sb->error = xasprintf("launching bubblewrap failed%s%s", why ? ": " : "", why ? why : "");
+		free(why);
+		goto fail;
+	}
+	if ((err = ctl_proc_id_of(&p, ns_init)) < 0) {
+		why = local_diagnose(d, sb->id);
+		sb->error = xasprintf("the sandbox exited at once%s%s", why ? ": " : "", why ? why : "");
+		free(why);
+		goto fail;
+	}
+	ctl_proc_id_format(handle, sizeof(handle), &p);
+	{
+		int dfd = openat(L(d)->state_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0 || write_file_at(dfd, "handle", handle, 0600, 0, 0, 0) < 0) {
+			if (dfd >= 0)
+				close(dfd);
+			ctl_proc_id_kill(&p, KILL_TIMEOUT_MS);
+			sb->error = xstrdup("could not record the sandbox handle on the host");
+			err = ORC_ERROR;
+			goto fail;
+		}
+		close(dfd);
+	}
+out:
+	free(sb->handle);
+	sb->handle = xstrdup(handle);
+	free(sb->address);
+	sb->address = local_agent_address(d, sb->id);
+	err = 0;
+	goto done;
+fail:
+	local_destroy(d, sb->id, NULL);
+done:
+	if (logfd >= 0)
+		close(logfd);
+	ctl_strv_release(&argv);
+	return err;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct id_list {
+	char **v;
+	size_t n, alloc;
+};
+
+static void id_list_add(struct id_list *l, const char *id)
+{
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? orc_mul_size(l->alloc, 2) : 32;
+		l->v = xrealloc(l->v, orc_mul_size(l->alloc, sizeof(*l->v)));
+	}
+	l->v[l->n++] = xstrdup(id);
+}
+
+static void scan_list_fn(const char *id, pid_t pid, void *arg)
+{
+	(void)pid;
+	id_list_add(arg, id);
+}
+
+static int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout)
+{
+	struct id_list l = { NULL, 0, 0 };
+	struct dirent *de;
+	size_t i, j;
+	int fd;
+	DIR *dir;
+
+	if ((fd = dup(L(d)->state_fd)) < 0)
+		return ORC_ERROR;
+	if (!(dir = fdopendir(fd))) {
+		close(fd);
+		return ORC_ERROR;
+	}
+	rewinddir(dir);
+	while ((de = readdir(dir)) != NULL)
+		if (orc_is_dns_label(de->d_name))
+			id_list_add(&l, de->d_name);
+	closedir(dir);
+	ctl_proc_scan_bwrap(d->cfg->state_dir, scan_list_fn, &l);
+	/* Sort and drop duplicates (a sandbox has a dir and two processes). */
+	if (l.n)
+		qsort(l.v, l.n, sizeof(*l.v), cmp_str);
+	for (i = 0, j = 0; i < l.n; i++) {
+		if (j && !strcmp(l.v[j - 1], l.v[i])) {
+			free(l.v[i]);
+			continue;
+		}
+		l.v[j++] = l.v[i];
+	}
+	*out = l.v;
+	*nout = j;
+	return 0;
+}
+
+const struct ctl_driver_ops ctl_driver_local = {
+	.name = "local",
+	.init = local_init,
+	.release = local_release,
+	.create = local_create,
+	.destroy = local_destroy,
+	.alive = local_alive,
+	.list_owned = local_list_owned,
+	.agent_address = local_agent_address,
+	.diagnose = local_diagnose,
+};

@@ -1,0 +1,99 @@
+#ifndef CTL_LOCAL_H
+#define CTL_LOCAL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+/*
+ * Internals of the local driver (driver_local.c): the bubblewrap command
+ * line, launching a process that outlives the controller, /proc lookups
+ * and safe removal of a sandbox's host directory.
+ */
+
+/* A NULL-terminated, heap-allocated string vector. */
+struct ctl_strv {
+	char **v;
+	size_t n, alloc;
+};
+#define CTL_STRV_INIT { NULL, 0, 0 }
+void ctl_strv_push(struct ctl_strv *s, const char *str);
+void ctl_strv_pushf(struct ctl_strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ctl_strv_release(struct ctl_strv *s);
+
+/* ---- bwrap.c ---------------------------------------------------------- */
+
+/* How the host's system directories appear inside a `host` sandbox:
+ * read-only binds for real directories, the same symlinks for symlinks
+ * (merged /usr), nothing for what does not exist. Computed once. */
+void ctl_bwrap_host_layout(struct ctl_strv *out);
+
+struct ctl_bwrap_spec {
+	const char *bwrap;          /* absolute path of bwrap */
+	const struct ctl_strv *layout;  /* from ctl_bwrap_host_layout() */
+	const char *id;             /* sandbox id (hostname) */
+	const char *dir;            /* $STATE/<id> */
+	const char *agent_bin;      /* host path of orchard-agent */
+	int block_network;
+	int info_fd;                /* fd number bwrap writes its JSON info to */
+};
+
+/* The whole bwrap command line for one sandbox, agent included. */
+void ctl_bwrap_argv(struct ctl_strv *out, const struct ctl_bwrap_spec *spec);
+
+/* ---- spawn.c ---------------------------------------------------------- */
+
+struct ctl_spawn {
+	char *const *argv;          /* argv[0] is an absolute path */
+	char *const *envp;
+	int log_fd;                 /* becomes stdout and stderr */
+	int drop_privileges;        /* setgroups(0)/setgid/setuid before exec */
+	uid_t uid;
+	gid_t gid;
+	int64_t timeout_ms;         /* for bwrap's info JSON */
+};
+
+/*
+ * Start argv detached from the controller (fork, setsid, fork: its own
+ * session, reparented away from us, so it survives our death) with the
+ * info pipe as fd 3, and read bubblewrap's "child-pid" from it: the host
+ * pid of the sandbox's pid-namespace init. ORC_ERROR (logged) when exec
+ * or bwrap failed before that, ORC_ETIMEOUT when no answer came.
+ */
+int ctl_spawn_detached(pid_t *out, const struct ctl_spawn *sp);
+
+/* ---- procfs.c --------------------------------------------------------- */
+
+/* A process identity that survives pid reuse: pid plus its start time
+ * (field 22 of /proc/<pid>/stat, clock ticks since boot). Text form
+ * "<pid>:<starttime>" is what goes in sandboxes.driver_handle. */
+struct ctl_proc_id {
+	pid_t pid;
+	uint64_t starttime;
+};
+
+int ctl_proc_id_of(struct ctl_proc_id *out, pid_t pid);
+int ctl_proc_id_parse(struct ctl_proc_id *out, const char *s);
+/* Writes "<pid>:<starttime>" into buf (at least 48 bytes). */
+void ctl_proc_id_format(char *buf, size_t len, const struct ctl_proc_id *p);
+/* 1 when that exact process exists and is not a zombie, else 0. */
+int ctl_proc_id_alive(const struct ctl_proc_id *p);
+/* SIGKILL it (if it is still that process) and wait up to timeout_ms for
+ * it to be gone. 0 when gone, ORC_ETIMEOUT otherwise. */
+int ctl_proc_id_kill(const struct ctl_proc_id *p, int64_t timeout_ms);
+
+/*
+ * Every bubblewrap process whose command line binds a directory of
+ * state_dir: calls fn(id, pid, arg) with the sandbox id taken from the
+ * path. This finds sandboxes whose host directory or handle was lost.
+ */
+typedef void (*ctl_proc_scan_fn)(const char *id, pid_t pid, void *arg);
+void ctl_proc_scan_bwrap(const char *state_dir, ctl_proc_scan_fn fn, void *arg);
+
+/* ---- rmtree.c --------------------------------------------------------- */
+
+/*
+ * Remove parent_fd/name and everything under it without following a
+ * symlink or crossing onto another filesystem (a sandbox controls what is
+ * inside). ENOENT counts as success.
+ */
+int ctl_rmtree_at(int parent_fd, const char *name);
+#endif

@@ -1,0 +1,656 @@
+"""Black-box tests of bin/orchard-controller with the local driver.
+
+A throwaway PostgreSQL cluster (own data dir and unix socket under
+/tmp/ctl-*), the migrations applied with psql, and the real
+bin/orchard-controller and bin/orchard-agent launching real bubblewrap
+sandboxes. Rows are inserted and changed with psql the way orchard-api
+does it (state 'pending' with an agent_token; 'deleting' on delete).
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONTROLLER = os.path.join(ROOT, "bin", "orchard-controller")
+AGENT = os.path.join(ROOT, "bin", "orchard-agent")
+PGBIN = "/usr/lib/postgresql/15/bin"
+SWEEP_MS = 300
+IS_ROOT = os.geteuid() == 0
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(CONTROLLER) and os.path.exists(AGENT) and shutil.which("bwrap")
+         and os.path.exists(PGBIN)),
+    reason="needs bin/orchard-controller, bin/orchard-agent, bwrap and PostgreSQL 15")
+
+
+def wait_for(pred, timeout=10.0, every=0.01, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(every)
+
+
+def run_as_postgres(argv, **kw):
+    if IS_ROOT:
+        argv = ["runuser", "-u", "postgres", "--"] + argv
+    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
+
+
+class Postgres:
+    def __init__(self, base):
+        self.sock = os.path.join(base, "pgsock")
+        self.data = os.path.join(base, "pgdata")
+        os.mkdir(self.sock)
+        os.mkdir(self.data)
+        if IS_ROOT:
+            shutil.chown(self.sock, "postgres")
+            shutil.chown(self.data, "postgres")
+        self.log = os.path.join(self.sock, "pg.log")
+        run_as_postgres([PGBIN + "/initdb", "-D", self.data, "-U", "orchard",
+                         "--auth=trust", "-E", "UTF8", "--no-sync"])
+        run_as_postgres([PGBIN + "/pg_ctl", "-D", self.data, "-w", "-l", self.log, "-o",
+                         "-k %s -c listen_addresses='' -c fsync=off -c max_connections=50"
+                         % self.sock, "start"])
+        subprocess.run(["createdb", "-h", self.sock, "-U", "orchard", "orchard"], check=True)
+        self.url = "host=%s user=orchard dbname=orchard" % self.sock
+        mig = os.path.join(ROOT, "sql", "migrations")
+        for f in sorted(os.listdir(mig)):
+            if f.endswith(".sql"):
+                self.psql_file(os.path.join(mig, f))
+
+    def psql_file(self, path):
+        subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.sock, "-U",
+                        "orchard", "-d", "orchard", "-f", path],
+                       check=True, capture_output=True, text=True)
+
+    def sql(self, query):
+        """Rows of a query as lists of strings (NULL -> None)."""
+        r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-F", "\x1f", "-P", "null=\x1e",
+                            "-v", "ON_ERROR_STOP=1", "-h", self.sock, "-U", "orchard",
+                            "-d", "orchard", "-c", query],
+                           check=True, capture_output=True, text=True)
+        rows = []
+        for line in r.stdout.split("\n"):
+            if line:
+                rows.append([None if v == "\x1e" else v for v in line.split("\x1f")])
+        return rows
+
+    def stop(self):
+        run_as_postgres([PGBIN + "/pg_ctl", "-D", self.data, "-m", "immediate", "stop"])
+
+
+class Controller:
+    """One orchard-controller process with its log file."""
+
+    def __init__(self, env, logpath):
+        self.logpath = logpath
+        self.logf = open(logpath, "ab")
+        self.offset = self.logf.tell()  # a restart appends to the same file
+        self.proc = subprocess.Popen([CONTROLLER], env=env, stdout=self.logf,
+                                     stderr=subprocess.STDOUT)
+
+    def log(self):
+        with open(self.logpath, "rb") as f:
+            f.seek(self.offset)
+            return f.read().decode(errors="replace")
+
+    def log_lines(self):
+        out = []
+        for line in self.log().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        return self.proc.returncode
+
+
+class Env:
+    def __init__(self):
+        self.base = tempfile.mkdtemp(prefix="ctl-", dir="/tmp")
+        os.chmod(self.base, 0o711)  # the sandbox uid must reach the state dir
+        self.state = os.path.join(self.base, "state")
+        self.pg = Postgres(self.base)
+        self.tenant = self.pg.sql("INSERT INTO tenants (name) VALUES ('t1') RETURNING id")[0][0]
+        self.ctl = None
+        self.others = []
+
+    def env(self, **extra):
+        e = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "ORCHARD_DATABASE_URL": self.pg.url,
+            "ORCHARD_STATE_DIR": self.state,
+            "ORCHARD_SWEEP_INTERVAL_MS": str(SWEEP_MS),
+            "ORCHARD_LOG_LEVEL": "debug",
+        }
+        e.update(extra)
+        return e
+
+    def start(self, name="controller", wait_leader=True, **extra):
+        c = Controller(self.env(**extra), os.path.join(self.base, name + ".log"))
+        if wait_leader:
+            wait_for(lambda: "holding the controller lock" in c.log() or c.proc.poll() is not None,
+                     what="leadership")
+            assert c.proc.poll() is None, c.log()
+        return c
+
+    def insert(self, image="host", block_network=True, timeout=60, sid=None):
+        sid = sid or "t-" + uuid.uuid4().hex[:12]
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        self.pg.sql(
+            "INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis, memory_bytes,"
+            " block_network, timeout_seconds, agent_token) VALUES"
+            " ('%s', %s, '%s', '1', '512Mi', 1000, 536870912, %s, %d, '%s')"
+            % (sid, self.tenant, image, "true" if block_network else "false", timeout, token))
+        return sid, token
+
+    def row(self, sid):
+        rows = self.pg.sql(
+            "SELECT state, state_message, driver_handle, agent_address, ready_at IS NOT NULL,"
+            " agent_token FROM sandboxes WHERE id = '%s'" % sid)
+        if not rows:
+            return None
+        k = ("state", "state_message", "driver_handle", "agent_address", "has_ready_at", "token")
+        return dict(zip(k, rows[0]))
+
+    def wait_state(self, sid, states, timeout=10.0):
+        if isinstance(states, str):
+            states = (states,)
+        holder = {}
+
+        def check():
+            holder["row"] = self.row(sid)
+            return holder["row"] and holder["row"]["state"] in states
+        try:
+            wait_for(check, timeout=timeout, what="%s in %s" % (sid, states))
+        except AssertionError:
+            raise AssertionError("%s: last row %r\n--- controller log tail ---\n%s"
+                                 % (sid, holder.get("row"), self.ctl.log()[-3000:] if self.ctl else ""))
+        return holder["row"]
+
+    def set_state(self, sid, state):
+        self.pg.sql("UPDATE sandboxes SET state = '%s', deleted_at = now() WHERE id = '%s'"
+                    % (state, sid))
+
+    def sandbox_dir(self, sid):
+        return os.path.join(self.state, sid)
+
+    def our_bwrap_pids(self):
+        """Host pids of bubblewrap processes of this test's state dir."""
+        pids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    cmd = f.read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"bwrap") and any(
+                    a.startswith(self.state.encode() + b"/") for a in cmd):
+                pids.append(int(d))
+        return pids
+
+    def close(self):
+        for c in [self.ctl] + self.others:
+            if c:
+                c.stop(signal.SIGKILL)
+        for pid in self.our_bwrap_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.pg.stop()
+        finally:
+            time.sleep(0.2)
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def pid_of(handle):
+    m = re.fullmatch(r"(\d+):(\d+)", handle or "")
+    assert m, "driver_handle %r is not <pid>:<starttime>" % handle
+    return int(m.group(1)), int(m.group(2))
+
+
+def proc_alive(handle):
+    pid, start = pid_of(handle)
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] not in ("Z", "X") and int(fields[19]) == start
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=5):
+        super().__init__("agent", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.path)
+        self.sock = s
+
+
+def agent_get(address, path, token=None):
+    assert address.startswith("unix:"), address
+    c = UnixHTTPConnection(address[5:])
+    headers = {"Authorization": "Bearer " + token} if token else {}
+    c.request("GET", path, headers=headers)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, body
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = Env()
+    try:
+        e.ctl = e.start()
+        yield e
+    finally:
+        e.close()
+
+
+@pytest.fixture
+def ready_sandbox(env):
+    sid, token = env.insert()
+    row = env.wait_state(sid, "ready")
+    yield sid, token, row
+    if (env.row(sid) or {}).get("state") in ("pending", "ready"):
+        env.set_state(sid, "deleting")
+
+
+# ---- configuration ----------------------------------------------------------
+
+def test_help_exits_zero():
+    r = subprocess.run([CONTROLLER, "--help"], capture_output=True, text=True, env={})
+    assert r.returncode == 0
+    assert "ORCHARD_STATE_DIR" in r.stdout and "--state-dir" in r.stdout
+
+
+def test_missing_state_dir_is_an_error():
+    r = subprocess.run([CONTROLLER], capture_output=True, text=True,
+                       env={"ORCHARD_DATABASE_URL": "host=/nonexistent"})
+    assert r.returncode != 0
+    assert "ORCHARD_STATE_DIR" in r.stderr
+
+
+def test_refuses_a_foreign_nonempty_state_dir(env):
+    d = tempfile.mkdtemp(prefix="ctl-foreign-", dir="/tmp")
+    try:
+        open(os.path.join(d, "precious"), "w").close()
+        os.mkdir(os.path.join(d, "looks-like-an-id"))
+        c = Controller(env.env(ORCHARD_STATE_DIR=d), os.path.join(env.base, "foreign.log"))
+        assert c.proc.wait(10) != 0
+        assert "refusing to manage" in c.log()
+        assert os.path.isdir(os.path.join(d, "looks-like-an-id"))
+    finally:
+        shutil.rmtree(d)
+
+
+def test_state_dir_is_0711(env):
+    assert os.stat(env.state).st_mode & 0o777 == 0o711
+
+
+# ---- lifecycle --------------------------------------------------------------
+
+def test_pending_becomes_ready_quickly(env):
+    sid, token = env.insert()
+    t0 = time.monotonic()
+    row = env.wait_state(sid, "ready", timeout=10)
+    elapsed = time.monotonic() - t0
+    assert row["has_ready_at"] == "t"
+    assert row["state_message"] is None
+    assert row["agent_address"] == "unix:%s/%s/run/agent.sock" % (env.state, sid)
+    assert proc_alive(row["driver_handle"])
+    assert elapsed < 5, "took %.2fs" % elapsed
+    events = env.pg.sql("SELECT kind FROM events WHERE sandbox_id = '%s' ORDER BY id" % sid)
+    assert ["sandbox.ready"] in events
+
+
+def test_agent_answers_health_with_the_token_only(env, ready_sandbox):
+    sid, token, row = ready_sandbox
+    status, body = agent_get(row["agent_address"], "/health", token)
+    assert status == 200, body
+    assert json.loads(body)["status"] == "ok"
+    status, _ = agent_get(row["agent_address"], "/health")
+    assert status == 401
+    status, _ = agent_get(row["agent_address"], "/health", "x" * len(token))
+    assert status == 401
+
+
+def test_host_dir_layout_and_token_file(env, ready_sandbox):
+    sid, token, row = ready_sandbox
+    d = env.sandbox_dir(sid)
+    want_uid = 65534 if IS_ROOT else os.geteuid()
+    for sub in ("run", "workspace", "tmp"):
+        assert os.stat(os.path.join(d, sub)).st_uid == want_uid, sub
+    assert os.stat(os.path.join(d, "run")).st_mode & 0o777 == 0o700
+    st = os.stat(os.path.join(d, "run", "token"))
+    assert st.st_mode & 0o777 == 0o600 and st.st_uid == want_uid
+    with open(os.path.join(d, "run", "token")) as f:
+        assert f.read().strip() == token
+
+
+def sandbox_pids(ns_init):
+    """Host pids in the sandbox's pid namespace (init and descendants)."""
+    ns = os.readlink("/proc/%d/ns/pid" % ns_init)
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink("/proc/%s/ns/pid" % d) == ns:
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_sandbox_is_isolated(env, ready_sandbox):
+    sid, token, row = ready_sandbox
+    pid, _ = pid_of(row["driver_handle"])
+    for ns in ("pid", "user", "mnt", "ipc", "uts", "net"):
+        assert os.readlink("/proc/%d/ns/%s" % (pid, ns)) != os.readlink("/proc/self/ns/" + ns), ns
+    pids = sandbox_pids(pid)
+    agent = [p for p in pids if p != pid]
+    assert agent, "no agent process in the sandbox"
+    with open("/proc/%d/status" % agent[0]) as f:
+        status = f.read()
+    assert re.search(r"^CapEff:\s+0+$", status, re.M), status
+    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M)
+    uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+    assert uid == (65534 if IS_ROOT else os.geteuid())
+    with open("/proc/%d/uid_map" % agent[0]) as f:
+        assert f.read().split()[:3] == ["0", str(uid), "1"]
+    # Its own session: not in the controller's session or process group.
+    assert os.getsid(pid) != os.getsid(env.ctl.proc.pid)
+
+
+def interfaces(pid):
+    with open("/proc/%d/net/dev" % pid) as f:
+        return sorted(l.split(":")[0].strip() for l in f.readlines()[2:])
+
+
+def test_block_network_leaves_only_loopback(env, ready_sandbox):
+    sid, token, row = ready_sandbox
+    pid, _ = pid_of(row["driver_handle"])
+    assert interfaces(pid) == ["lo"]
+
+
+def test_unblocked_network_shares_the_host_network(env):
+    sid, _ = env.insert(block_network=False)
+    row = env.wait_state(sid, "ready")
+    pid, _ = pid_of(row["driver_handle"])
+    assert os.readlink("/proc/%d/ns/net" % pid) == os.readlink("/proc/self/ns/net")
+    assert interfaces(pid) == interfaces(os.getpid())
+    env.set_state(sid, "deleting")
+    env.wait_state(sid, "deleted")
+
+
+def test_delete_kills_the_sandbox_and_removes_its_dir(env):
+    sid, token = env.insert()
+    row = env.wait_state(sid, "ready")
+    d = env.sandbox_dir(sid)
+    # Something the sandbox left behind, including a symlink out of it.
+    outside = os.path.join(env.base, "must-survive")
+    with open(outside, "w") as f:
+        f.write("x")
+    os.makedirs(os.path.join(d, "workspace", "a", "b"))
+    os.symlink(outside, os.path.join(d, "workspace", "a", "link"))
+    os.symlink(env.base, os.path.join(d, "workspace", "dirlink"))
+    os.chmod(os.path.join(d, "workspace", "a", "b"), 0)
+    pids = sandbox_pids(pid_of(row["driver_handle"])[0])
+    env.set_state(sid, "deleting")
+    row = env.wait_state(sid, "deleted")
+    assert not proc_alive(row["driver_handle"])
+    for p in pids:
+        assert not os.path.exists("/proc/%d/cmdline" % p) or not open(
+            "/proc/%d/cmdline" % p, "rb").read(), "pid %d survived" % p
+    assert not os.path.exists(d)
+    assert os.path.exists(outside) and os.path.isdir(env.base)
+    assert ["sandbox.deleted"] in env.pg.sql(
+        "SELECT kind FROM events WHERE sandbox_id = '%s'" % sid)
+
+
+def test_deleting_a_pending_or_failed_row_finishes(env):
+    sid, _ = env.insert(image="nope")
+    env.wait_state(sid, "failed")
+    env.set_state(sid, "deleting")
+    env.wait_state(sid, "deleted")
+
+
+def test_unknown_image_fails_with_a_clear_message(env):
+    sid, _ = env.insert(image="ubuntu:22.04")
+    row = env.wait_state(sid, "failed")
+    assert 'image "ubuntu:22.04" is not available' in row["state_message"]
+    assert '"host"' in row["state_message"]
+    assert not os.path.exists(env.sandbox_dir(sid))
+
+
+def test_ready_sandbox_whose_process_died_is_failed(env):
+    sid, _ = env.insert()
+    row = env.wait_state(sid, "ready")
+    pid, _ = pid_of(row["driver_handle"])
+    os.kill(pid, signal.SIGKILL)
+    row = env.wait_state(sid, "failed", timeout=5)
+    assert row["state_message"] == "sandbox process exited"
+    wait_for(lambda: not os.path.exists(env.sandbox_dir(sid)), what="dir removed")
+
+
+def test_many_sandboxes_launch_fast(env):
+    ids = [env.insert()[0] for _ in range(20)]
+    wait_for(lambda: env.pg.sql(
+        "SELECT count(*) FROM sandboxes WHERE state = 'ready' AND id IN (%s)"
+        % ",".join("'%s'" % i for i in ids))[0][0] == str(len(ids)),
+        timeout=20, what="20 sandboxes ready")
+    lat = sorted(float(r[0]) for r in env.pg.sql(
+        "SELECT extract(epoch FROM ready_at - created_at) * 1000 FROM sandboxes WHERE id IN (%s)"
+        % ",".join("'%s'" % i for i in ids)))
+    print("create->ready ms: p50 %.1f max %.1f" % (lat[len(lat) // 2], lat[-1]))
+    assert lat[len(lat) // 2] < 2000
+    for i in ids:
+        env.set_state(i, "deleting")
+    for i in ids:
+        env.wait_state(i, "deleted")
+    assert not any(os.path.exists(env.sandbox_dir(i)) for i in ids)
+
+
+# ---- orphans ----------------------------------------------------------------
+
+def test_sandbox_without_a_row_is_removed(env):
+    sid, _ = env.insert()
+    row = env.wait_state(sid, "ready")
+    env.pg.sql("DELETE FROM events WHERE sandbox_id = '%s'; DELETE FROM sandboxes WHERE id = '%s'"
+               % (sid, sid))
+    wait_for(lambda: not proc_alive(row["driver_handle"]) and not os.path.exists(
+        env.sandbox_dir(sid)), timeout=5, what="orphan removed")
+
+
+def test_stray_dir_is_removed_without_following_symlinks(env):
+    outside = os.path.join(env.base, "keep-me")
+    os.makedirs(outside, exist_ok=True)
+    open(os.path.join(outside, "file"), "w").close()
+    stray = env.sandbox_dir("stray-1")
+    os.makedirs(os.path.join(stray, "workspace"))
+    os.symlink(outside, os.path.join(stray, "workspace", "out"))
+    wait_for(lambda: not os.path.exists(stray), timeout=5, what="stray dir removed")
+    assert os.path.exists(os.path.join(outside, "file"))
+
+
+def test_failed_row_leaves_nothing_behind(env):
+    # A row already failed (say by an operator) whose sandbox still runs.
+    sid, _ = env.insert()
+    row = env.wait_state(sid, "ready")
+    env.pg.sql("UPDATE sandboxes SET state = 'failed' WHERE id = '%s'" % sid)
+    wait_for(lambda: not proc_alive(row["driver_handle"]), timeout=5, what="sandbox stopped")
+
+
+# ---- other agents: pending timeout, early exit --------------------------------
+
+def restart_with_agent(env, agent_path, name):
+    assert env.ctl.stop() == 0
+    env.ctl = env.start(name=name, ORCHARD_AGENT_BIN=agent_path)
+
+
+def write_script(env, name, body):
+    path = os.path.join(env.base, name)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_pending_past_its_timeout_fails(env):
+    hang = write_script(env, "hang-agent", "echo 'stand-in agent that never listens' >&2\nexec sleep 600")
+    restart_with_agent(env, hang, "controller-hang")
+    try:
+        sid, _ = env.insert(timeout=3)
+        wait_for(lambda: (env.row(sid) or {}).get("driver_handle"), what="launched")
+        row = env.row(sid)
+        handle = row["driver_handle"]
+        assert row["state"] == "pending" and proc_alive(handle), (row, env.ctl.log()[-3000:])
+        row = env.wait_state(sid, "failed", timeout=8)
+        assert row["state_message"] == "sandbox did not become ready within 3 seconds"
+        assert not proc_alive(handle)
+        wait_for(lambda: not os.path.exists(env.sandbox_dir(sid)), what="dir removed")
+    finally:
+        restart_with_agent(env, AGENT, "controller")
+
+
+def test_agent_that_exits_at_once_fails_fast(env):
+    bad = write_script(env, "bad-agent", "echo 'stand-in agent: cannot start' >&2\nexit 3")
+    restart_with_agent(env, bad, "controller-bad")
+    try:
+        sid, _ = env.insert(timeout=60)
+        t0 = time.monotonic()
+        row = env.wait_state(sid, "failed", timeout=5)
+        assert time.monotonic() - t0 < 3
+        assert row["state_message"].startswith("sandbox process exited before it became ready")
+        assert "cannot start" in env.ctl.log()   # the log tail is reported
+    finally:
+        restart_with_agent(env, AGENT, "controller")
+
+
+# ---- restart, re-adoption, leadership ---------------------------------------
+
+def test_sigkill_leaves_sandboxes_running_and_restart_readopts(env):
+    a, ta = env.insert()
+    b, tb = env.insert()
+    ra = env.wait_state(a, "ready")
+    rb = env.wait_state(b, "ready")
+    env.ctl.stop(signal.SIGKILL)
+    time.sleep(0.3)
+    assert proc_alive(ra["driver_handle"]) and proc_alive(rb["driver_handle"])
+    assert agent_get(ra["agent_address"], "/health", ta)[0] == 200
+    # Created while no controller runs: picked up on restart.
+    c, tc = env.insert()
+    env.ctl = env.start(name="controller-2")
+    rc = env.wait_state(c, "ready")
+    time.sleep(3 * SWEEP_MS / 1000.0)   # a few full sweeps
+    for sid, before in ((a, ra), (b, rb)):
+        now = env.row(sid)
+        assert now["state"] == "ready" and now["driver_handle"] == before["driver_handle"], now
+        assert proc_alive(before["driver_handle"])
+    assert agent_get(rb["agent_address"], "/health", tb)[0] == 200
+    assert agent_get(rc["agent_address"], "/health", tc)[0] == 200
+    env.set_state(a, "deleting")
+    env.wait_state(a, "deleted")
+    assert not proc_alive(ra["driver_handle"]) and not os.path.exists(env.sandbox_dir(a))
+    assert env.row(b)["state"] == "ready" and proc_alive(rb["driver_handle"])
+    for sid in (b, c):
+        env.set_state(sid, "deleting")
+        env.wait_state(sid, "deleted")
+
+
+def test_restart_adopts_a_pending_sandbox_launched_before_the_crash(env):
+    hang = write_script(env, "hang-agent2", "exec sleep 600")
+    restart_with_agent(env, hang, "controller-hang2")
+    sid, _ = env.insert(timeout=60)
+    wait_for(lambda: (env.row(sid) or {}).get("driver_handle"), what="launched")
+    handle = env.row(sid)["driver_handle"]
+    env.ctl.stop(signal.SIGKILL)
+    env.ctl = env.start(name="controller-3", ORCHARD_AGENT_BIN=hang)
+    time.sleep(3 * SWEEP_MS / 1000.0)
+    row = env.row(sid)
+    assert row["state"] == "pending" and row["driver_handle"] == handle
+    assert proc_alive(handle)
+    assert len([l for l in env.ctl.log_lines() if l.get("msg") == "adopted a pending sandbox"]) == 1
+    env.set_state(sid, "deleting")
+    env.wait_state(sid, "deleted")
+    assert not proc_alive(handle)
+    restart_with_agent(env, AGENT, "controller")
+
+
+def test_second_controller_is_standby_until_the_leader_goes(env):
+    standby = env.start(name="standby", wait_leader=False)
+    env.others.append(standby)
+    wait_for(lambda: "standby" in standby.log(), what="standby log")
+    sid, _ = env.insert()
+    env.wait_state(sid, "ready")
+    assert "holding the controller lock" not in standby.log()
+    assert not [l for l in standby.log_lines() if l.get("sandbox_id") == sid]
+    # The leader goes away: the standby takes over within a few seconds.
+    env.ctl.stop(signal.SIGKILL)
+    wait_for(lambda: "holding the controller lock" in standby.log(), timeout=5, what="takeover")
+    env.ctl, env.others = standby, []
+    sid2, _ = env.insert()
+    env.wait_state(sid2, "ready")
+    for s in (sid, sid2):
+        env.set_state(s, "deleting")
+        env.wait_state(s, "deleted")
+
+
+def test_losing_the_lock_connection_stops_the_controller(env):
+    sid, _ = env.insert()
+    row = env.wait_state(sid, "ready")
+    env.pg.sql("SELECT pg_terminate_backend(pid) FROM pg_locks"
+               " WHERE locktype = 'advisory' AND granted")
+    wait_for(lambda: env.ctl.proc.poll() is not None, timeout=5, what="controller exit")
+    assert env.ctl.proc.returncode != 0
+    assert "lost the connection holding the controller lock" in env.ctl.log()
+    assert proc_alive(row["driver_handle"])  # sandboxes outlive it
+    env.ctl = env.start(name="controller-4")
+    time.sleep(2 * SWEEP_MS / 1000.0)
+    assert env.row(sid)["state"] == "ready"
+    env.set_state(sid, "deleting")
+    env.wait_state(sid, "deleted")
+
+
+def test_stop_leaves_nothing_of_ours_when_all_rows_are_deleted(env):
+    time.sleep(2 * SWEEP_MS / 1000.0)
+    live = env.pg.sql("SELECT id FROM sandboxes WHERE state IN ('pending', 'ready')")
+    for (sid,) in live:
+        env.set_state(sid, "deleting")
+    for (sid,) in live:
+        env.wait_state(sid, ("deleted",))
+    wait_for(lambda: not env.our_bwrap_pids(), timeout=5, what="no bwrap processes left")
+    assert sorted(os.listdir(env.state)) == [".orchard-state"]
