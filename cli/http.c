@@ -2,10 +2,14 @@
  * Requests to the Orchard API with libcurl: one easy handle per request,
  * X-API-Key, JSON bodies, bounded responses, a connect timeout and an
  * overall timeout on every call, TLS verified against ORCHARD_CACERT when
- * given (else the system CAs).
+ * given (else the system CAs). Requests safe to repeat are retried after a
+ * connection failure or a 503, a bounded number of times with backoff.
  */
 #include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <curl/curl.h>
 
 #include "cli.h"
@@ -18,6 +22,7 @@
 #define CLI_DEFAULT_TIMEOUT_S 60L
 /* Exec results carry up to two capped streams, JSON-escaped. */
 #define CLI_RESPONSE_MAX ((size_t)256 << 20)
+#define RETRY_AFTER_MAX_S 30
 
 void cli_response_release(struct cli_response *r)
 {
@@ -27,6 +32,7 @@ void cli_response_release(struct cli_response *r)
 	r->json = NULL;
 	r->status = 0;
 	r->request_id[0] = '\0';
+	r->retry_after_s = -1;
 	r->too_big = 0;
 }
 
@@ -42,29 +48,78 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
+/* A header's value with surrounding blanks trimmed, or NULL when it is not name. */
+static const char *header_value(const char *data, size_t n, const char *name, size_t *len)
+{
+	size_t nl = strlen(name);
+	const char *v;
+
+	if (n <= nl || strncasecmp(data, name, nl))
+		return NULL;
+	v = data + nl;
+	*len = n - nl;
+	while (*len && (*v == ' ' || *v == '\t')) {
+		v++;
+		(*len)--;
+	}
+	while (*len && isspace((unsigned char)v[*len - 1]))
+		(*len)--;
+	return v;
+}
+
+/* Retry-After: delta-seconds or an HTTP date; -1 when neither. */
+static long parse_retry_after(const char *v, size_t len)
+{
+	char text[64];
+	int64_t secs;
+	time_t when;
+
+	if (len == 0 || len >= sizeof(text))
+		return -1;
+	memcpy(text, v, len);
+	text[len] = '\0';
+	if (orc_parse_i64(&secs, text, 0, 86400) == 0)
+		return (long)secs;
+	if ((when = curl_getdate(text, NULL)) < 0)
+		return -1;
+	return when > time(NULL) ? (long)(when - time(NULL)) : 0;
+}
+
 static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
-	static const char name[] = "x-request-id:";
 	struct cli_response *r = arg;
 	size_t n = size * nmemb, i, len;
 	const char *v;
 
-	if (n > sizeof(name) - 1 && !strncasecmp(data, name, sizeof(name) - 1)) {
-		v = data + sizeof(name) - 1;
-		len = n - (sizeof(name) - 1);
-		while (len && (*v == ' ' || *v == '\t')) {
-			v++;
-			len--;
-		}
-		while (len && isspace((unsigned char)v[len - 1]))
-			len--;
+	if ((v = header_value(data, n, "x-request-id:", &len)) != NULL) {
 		if (len >= sizeof(r->request_id))
 			len = sizeof(r->request_id) - 1;
 		for (i = 0; i < len; i++)
 			r->request_id[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
 		r->request_id[len] = '\0';
+	} else if ((v = header_value(data, n, "retry-after:", &len)) != NULL) {
+		r->retry_after_s = parse_retry_after(v, len);
 	}
 	return n;
+}
+
+/* The progress callback: the caller's tick, at most four times a second. */
+struct ticker {
+	const struct cli_request *req;
+	int64_t last_ms;
+};
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct ticker *t = arg;
+	int64_t now = orc_mono_ms();
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (now - t->last_ms >= 250) {
+		t->last_ms = now;
+		t->req->tick(t->req->tick_arg);
+	}
+	return 0;
 }
 
 char *cli_path(const char *prefix, const char *id, const char *suffix)
@@ -78,12 +133,37 @@ char *cli_path(const char *prefix, const char *id, const char *suffix)
 	return path;
 }
 
+void cli_path_add_query(struct orc_buf *path, const char *key, const char *value)
+{
+	char *esc = curl_easy_escape(NULL, value, 0);
+
+	if (!esc)
+		abort();
+	orc_buf_addf(path, "%c%s=%s", path->ptr && strchr(path->ptr, '?') ? '&' : '?', key, esc);
+	curl_free(esc);
+}
+
 void cli_new_idempotency_key(char *out)
 {
 	orc_random_hex(out, 16);
 }
 
-/* Failures worth one retry: nothing, or nothing complete, came back. */
+int cli_route_missing(const struct cli_response *r)
+{
+	json_object *v;
+
+	if (r->status == 405 || r->status == 501)
+		return 1;
+	if (r->status != 404)
+		return 0;
+	/* Ours says "no route for GET /x"; a proxy's own 404 is not JSON. */
+	if (!r->json || !json_object_is_type(r->json, json_type_object))
+		return 1;
+	return json_object_object_get_ex(r->json, "detail", &v) && json_object_is_type(v, json_type_string) &&
+	       !strncmp(json_object_get_string(v), "no route", 8);
+}
+
+/* Failures worth a retry: nothing, or nothing complete, came back. */
 static int is_connection_failure(CURLcode rc)
 {
 	return rc == CURLE_COULDNT_CONNECT || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR ||
@@ -93,6 +173,7 @@ static int is_connection_failure(CURLcode rc)
 static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 			const struct cli_request *req, const char *url, char *errbuf)
 {
+	struct ticker ticker = { req, 0 };
 	struct curl_slist *hdrs = NULL;
 	char *h;
 	CURLcode rc;
@@ -139,6 +220,12 @@ static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+	if (req->tick) {
+		ticker.last_ms = orc_mono_ms();
+		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &ticker);
+		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	errbuf[0] = '\0';
 
 	rc = curl_easy_perform(curl);
@@ -149,6 +236,39 @@ static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 	return rc;
 }
 
+/* Before attempt n+1 (n >= 1): Retry-After when the server gave one (at most
+ * RETRY_AFTER_MAX_S), else 0.5 s, 1 s, 2 s... (at most 8 s) plus up to 50 % jitter. */
+static int64_t retry_delay_ms(const struct cli_response *r, int n)
+{
+	unsigned char jitter;
+	int64_t ms;
+
+	if (r->status == 503 && r->retry_after_s >= 0)
+		return (r->retry_after_s < RETRY_AFTER_MAX_S ? r->retry_after_s : RETRY_AFTER_MAX_S) * 1000;
+	ms = (int64_t)500 << (n - 1 < 4 ? n - 1 : 4);
+	if (ms > 8000)
+		ms = 8000;
+	orc_random_bytes(&jitter, 1);
+	return ms + ms * jitter / 510;
+}
+
+/* Sleep, keeping the caller's progress display alive. */
+static void retry_sleep(const struct cli_request *req, int64_t ms)
+{
+	int64_t end = orc_mono_ms() + ms, left;
+	struct timespec ts;
+
+	while ((left = end - orc_mono_ms()) > 0) {
+		if (left > 250)
+			left = 250;
+		ts.tv_sec = (time_t)(left / 1000);
+		ts.tv_nsec = (long)(left % 1000) * 1000000L;
+		nanosleep(&ts, NULL);
+		if (req->tick)
+			req->tick(req->tick_arg);
+	}
+}
+
 int cli_http(struct cli_response *out, const struct cli_config *cfg, const struct cli_request *req)
 {
 	char errbuf[CURL_ERROR_SIZE];
@@ -156,6 +276,7 @@ int cli_http(struct cli_response *out, const struct cli_config *cfg, const struc
 	size_t base_len;
 	char *url = NULL;
 	int attempt, retryable, err = 0;
+	int64_t delay;
 	CURLcode rc = CURLE_OK;
 
 	base_len = strlen(cfg->url);
@@ -164,12 +285,21 @@ int cli_http(struct cli_response *out, const struct cli_config *cfg, const struc
 	url = xasprintf("%.*s%s", (int)base_len, cfg->url, req->path);
 	retryable = strcmp(req->method, "POST") != 0 || req->idempotency_key != NULL;
 
-	for (attempt = 0; attempt < 2; attempt++) {
+	for (attempt = 1;; attempt++) {
 		cli_response_release(&r);
 		orc_buf_init(&r.body, CLI_RESPONSE_MAX);
 		rc = perform(&r, cfg, req, url, errbuf);
-		if (rc == CURLE_OK || !retryable || !is_connection_failure(rc))
+		if (!retryable || attempt >= CLI_HTTP_ATTEMPTS)
 			break;
+		if (rc == CURLE_OK ? r.status != 503 : !is_connection_failure(rc))
+			break;
+		delay = retry_delay_ms(&r, attempt);
+		if (cli_stderr_is_tty())
+			fprintf(stderr, "\r\033[Korchardctl: %s; retrying in %.1fs (attempt %d of %d)\n",
+				rc == CURLE_OK ? "the server is busy (HTTP 503)" :
+				(errbuf[0] ? errbuf : curl_easy_strerror(rc)),
+				(double)delay / 1000, attempt + 1, CLI_HTTP_ATTEMPTS);
+		retry_sleep(req, delay);
 	}
 	if (rc != CURLE_OK) {
 		const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);

@@ -1,14 +1,18 @@
 /*
  * orchardctl: the Orchard command-line client.
  *
- *   orchardctl [--url URL] [--api-key KEY] [--cacert FILE] COMMAND [ARGS]
+ *   orchardctl [--url URL] [--api-key KEY] [--cacert FILE] [--context NAME] COMMAND [ARGS]
  *
- * Flags override ORCHARD_URL, ORCHARD_API_KEY and ORCHARD_CACERT, and are
- * accepted after the command name too. Exit status: 0 ok, 1 an API or
- * network error, 2 a usage error; exec exits with the command's own status.
+ * main() takes the global options, finds the command (or a group's
+ * subcommand) in cli_commands[] and runs it. The configuration is resolved
+ * only when a command needs the server: flags, then --context's values,
+ * then the environment, then the config file's current context.
+ * Exit status: 0 ok, 1 an API or network error, 2 a usage error; exec
+ * exits with the command's own status.
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <curl/curl.h>
 
@@ -16,78 +20,85 @@
 #include "err.h"
 #include "log.h"
 
-static const char main_usage[] =
-	"usage: orchardctl [--url URL] [--api-key KEY] [--cacert FILE] COMMAND [ARGS]\n"
-	"\n"
-	"Commands:\n"
-	"  create [IMAGE]        create a sandbox (IMAGE defaults to \"host\")\n"
-	"  ls                    list sandboxes\n"
-	"  get ID                show one sandbox\n"
-	"  wait ID               wait until a sandbox is ready\n"
-	"  exec ID -- CMD...     run a command in a sandbox\n"
-	"  rm ID...              delete sandboxes\n"
-	"  version               show the client (and server) version\n"
-	"  help [COMMAND]        show help for a command\n"
-	"\n"
-	"Configuration (flags override the environment):\n"
-	"  --url URL         $ORCHARD_URL      the API, e.g. https://127.0.0.1:8443\n"
-	"  --api-key KEY     $ORCHARD_API_KEY  sent as X-API-Key\n"
-	"  --cacert FILE     $ORCHARD_CACERT   CA certificate to verify the server\n"
-	"                                      (default: the system's CAs)\n"
-	"\n"
-	"Exit status: 0 ok, 1 API or network error, 2 usage error;\n"
-	"exec exits with the command's own status (124 when it timed out).\n"
-	"\n"
-	"Example:\n"
-	"  . var/env\n"
-	"  ID=$(orchardctl create --wait)\n"
-	"  orchardctl exec $ID -- echo hi\n"
-	"  orchardctl rm $ID\n";
-
-static const char version_usage[] =
-	"usage: orchardctl version\n"
-	"\n"
-	"Print the client's version and, when a server is configured, the\n"
-	"server's (GET /).\n";
-
-static int cmd_help(struct cli_config *cfg, int argc, char **argv);
-static int cmd_version(struct cli_config *cfg, int argc, char **argv);
-
-static const struct cli_cmd commands[] = {
-	{ "create", cmd_create, "create a sandbox", create_usage },
-	{ "ls", cmd_ls, "list sandboxes", ls_usage },
-	{ "get", cmd_get, "show a sandbox", get_usage },
-	{ "wait", cmd_wait, "wait until a sandbox is ready", wait_usage },
-	{ "exec", cmd_exec, "run a command in a sandbox", exec_usage },
-	{ "rm", cmd_rm, "delete sandboxes", rm_usage },
-	{ "version", cmd_version, "show versions", version_usage },
-	{ "help", cmd_help, "show help", main_usage },
-};
-
-static const struct cli_cmd *find_cmd(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(commands) / sizeof(*commands); i++)
-		if (!strcmp(commands[i].name, name))
-			return &commands[i];
-	return NULL;
-}
-
 int cli_common_option(struct cli_config *cfg, int opt, const char *arg)
 {
 	switch (opt) {
 	case CLI_OPT_URL: cfg->url = arg; return 0;
 	case CLI_OPT_API_KEY: cfg->api_key = arg; return 0;
 	case CLI_OPT_CACERT: cfg->cacert = arg; return 0;
+	case CLI_OPT_CONTEXT: cfg->context = arg; return 0;
 	default: return ORC_EINVALID;
 	}
 }
 
-int cli_config_check(const struct cli_config *cfg)
+static const char *nonempty(const char *s)
 {
-	if (!cfg->url || !*cfg->url) {
-		cli_error("no server: set ORCHARD_URL (e.g. `. var/env`) or pass --url");
+	return s && *s ? s : NULL;
+}
+
+static void fill_from_context(struct cli_config *cfg, json_object *ctx)
+{
+	json_object *v;
+
+	if (!cfg->url && json_object_object_get_ex(ctx, "url", &v) && v)
+		cfg->url = nonempty(json_object_get_string(v));
+	if (!cfg->api_key && json_object_object_get_ex(ctx, "api-key", &v) && v)
+		cfg->api_key = nonempty(json_object_get_string(v));
+	if (!cfg->cacert && json_object_object_get_ex(ctx, "cacert", &v) && v)
+		cfg->cacert = nonempty(json_object_get_string(v));
+}
+
+static int config_resolve(struct cli_config *cfg)
+{
+	const char *cur;
+	json_object *ctx;
+	char *path = NULL;
+	int rc = CLI_FAIL;
+
+	if (cfg->resolved)
+		return 0;
+	if (!cfg->context)
+		cfg->context = nonempty(getenv("ORCHARD_CONTEXT"));
+	if (cli_config_path(&path) < 0 || cli_config_load(&cfg->file, path) < 0)
+		goto done;
+	if (cfg->context) {
+		if (!(ctx = cli_config_context(cfg->file, cfg->context))) {
+			cli_error("no context \"%s\" in %s (see `orchardctl config get-contexts`)",
+				  cfg->context, path);
+			goto done;
+		}
+		fill_from_context(cfg, ctx);
+	}
+	if (!cfg->url)
+		cfg->url = nonempty(getenv("ORCHARD_URL"));
+	if (!cfg->api_key)
+		cfg->api_key = nonempty(getenv("ORCHARD_API_KEY"));
+	if (!cfg->cacert)
+		cfg->cacert = nonempty(getenv("ORCHARD_CACERT"));
+	if (!cfg->context && (cur = cli_config_current(cfg->file)) != NULL) {
+		if (!(ctx = cli_config_context(cfg->file, cur))) {
+			cli_error("the current context \"%s\" is not in %s (run `orchardctl config "
+				  "use-context NAME`)", cur, path);
+			goto done;
+		}
+		fill_from_context(cfg, ctx);
+	}
+	cfg->resolved = 1;
+	rc = 0;
+done:
+	free(path);
+	return rc;
+}
+
+int cli_config_check(struct cli_config *cfg)
+{
+	int rc;
+
+	if ((rc = config_resolve(cfg)) != 0)
+		return rc;
+	if (!cfg->url) {
+		cli_error("no server: set ORCHARD_URL (e.g. `. var/env`), pass --url, or save a context "
+			  "with `orchardctl config set-context NAME --url URL --api-key KEY`");
 		return CLI_USAGE;
 	}
 	if (strncmp(cfg->url, "http://", 7) && strncmp(cfg->url, "https://", 8)) {
@@ -97,45 +108,19 @@ int cli_config_check(const struct cli_config *cfg)
 	return 0;
 }
 
-static int cmd_help(struct cli_config *cfg, int argc, char **argv)
+void cli_config_release(struct cli_config *cfg)
 {
-	const struct cli_cmd *c;
-
-	(void)cfg;
-	if (argc < 2) {
-		fputs(main_usage, stdout);
-		return CLI_OK;
-	}
-	if (!(c = find_cmd(argv[1])))
-		return cli_usage_error(main_usage, "unknown command \"%s\"", argv[1]);
-	fputs(c->usage, stdout);
-	return CLI_OK;
+	if (cfg->file)
+		json_object_put(cfg->file);
+	cfg->file = NULL;
 }
 
-static int cmd_version(struct cli_config *cfg, int argc, char **argv)
+const struct cli_cmd *cli_find_cmd(const struct cli_cmd *table, const char *name)
 {
-	static const struct option opts[] = { CLI_COMMON_OPTIONS, { NULL, 0, NULL, 0 } };
-	struct cli_request req = { "GET", "/", NULL, NULL, 10 };
-	json_object *info = NULL;
-	int opt;
-
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1)
-		if (cli_common_option(cfg, opt, optarg) < 0)
-			return cli_bad_option(version_usage);
-	if (optind < argc)
-		return cli_usage_error(version_usage, "version: unexpected argument \"%s\"", argv[optind]);
-	printf("orchardctl %s (libcurl %s, json-c %s)\n", CLI_VERSION, curl_version_info(CURLVERSION_NOW)->version,
-	       json_c_version());
-	if (!cfg->url || !*cfg->url)
-		return CLI_OK;
-	if (cli_config_check(cfg))
-		return CLI_USAGE;
-	if (cli_call(&info, cfg, &req) < 0)
-		return CLI_FAIL;
-	printf("server %s: %s %s\n", cfg->url, cli_field_text(info, "service"), cli_field_text(info, "version"));
-	json_object_put(info);
-	return CLI_OK;
+	for (; table && table->name; table++)
+		if (!strcmp(table->name, name))
+			return table;
+	return NULL;
 }
 
 /* CMD --help / -h anywhere before "--". */
@@ -152,6 +137,42 @@ static int wants_help(int argc, char **argv)
 	return 0;
 }
 
+static int main_usage_error(void)
+{
+	fputc('\n', stderr);
+	cli_print_main_help(stderr);
+	return CLI_USAGE;
+}
+
+/* Run the command (or a group's subcommand) that argv[0] names. */
+static int dispatch(struct cli_config *cfg, int argc, char **argv)
+{
+	const struct cli_cmd *c, *group = NULL;
+
+	if (!(c = cli_find_cmd(cli_commands, argv[0]))) {
+		cli_error("unknown command \"%s\"", argv[0]);
+		return main_usage_error();
+	}
+	if (c->sub) {
+		group = c;
+		if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+			cli_print_help(stdout, group);
+			return CLI_OK;
+		}
+		if (argc < 2)
+			return cli_group_usage_error(group, NULL);
+		if (!(c = cli_find_cmd(group->sub, argv[1])))
+			return cli_group_usage_error(group, argv[1]);
+		argc--;
+		argv++;
+	}
+	if (c->fn != cmd_help && wants_help(argc, argv)) {
+		cli_print_help(stdout, c);
+		return CLI_OK;
+	}
+	return c->fn(cfg, argc, argv);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -161,16 +182,12 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli_config cfg = { 0 };
-	const struct cli_cmd *c;
 	int opt, rc;
 
 	orc_log_init("orchardctl");
-	cfg.url = getenv("ORCHARD_URL");
-	cfg.api_key = getenv("ORCHARD_API_KEY");
-	cfg.cacert = getenv("ORCHARD_CACERT");
 	while ((opt = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
 		if (opt == 'h') {
-			fputs(main_usage, stdout);
+			cli_print_main_help(stdout);
 			return CLI_OK;
 		}
 		if (opt == 'V') {
@@ -178,23 +195,19 @@ int main(int argc, char **argv)
 			return CLI_OK;
 		}
 		if (cli_common_option(&cfg, opt, optarg) < 0)
-			return cli_bad_option(main_usage);
+			return main_usage_error();
 	}
-	if (optind >= argc)
-		return cli_usage_error(main_usage, "missing command");
-	if (!(c = find_cmd(argv[optind])))
-		return cli_usage_error(main_usage, "unknown command \"%s\" (see `orchardctl help`)",
-				       argv[optind]);
-	if (c->fn != cmd_help && wants_help(argc - optind, argv + optind)) {
-		fputs(c->usage, stdout);
-		return CLI_OK;
+	if (optind >= argc) {
+		cli_error("missing command");
+		return main_usage_error();
 	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		cli_error("curl_global_init() failed");
 		return CLI_FAIL;
 	}
-	rc = c->fn(&cfg, argc - optind, argv + optind);
+	rc = dispatch(&cfg, argc - optind, argv + optind);
 	fflush(stdout);
+	cli_config_release(&cfg);
 	curl_global_cleanup();
 	return rc;
 }

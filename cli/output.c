@@ -17,6 +17,7 @@ void cli_error(const char *fmt, ...)
 	va_list ap;
 
 	fflush(stdout);
+	cli_spinner_clear_line();
 	fputs("orchardctl: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -153,12 +154,28 @@ void cli_format_age(char *out, size_t outlen, json_object *v)
 		snprintf(out, outlen, "%.0fd", floor(age / 86400));
 }
 
+void cli_format_duration(char *out, size_t outlen, int64_t s)
+{
+	if (s < 0)
+		snprintf(out, outlen, "-");
+	else if (s < 120 || s % 60)
+		snprintf(out, outlen, "%llds", (long long)s);
+	else if (s < 7200 || s % 3600)
+		snprintf(out, outlen, "%lldm", (long long)(s / 60));
+	else if (s < 172800 || s % 86400)
+		snprintf(out, outlen, "%lldh", (long long)(s / 3600));
+	else
+		snprintf(out, outlen, "%lldd", (long long)(s / 86400));
+}
+
 int cli_parse_output(enum cli_output *out, const char *arg)
 {
 	if (!strcmp(arg, "json"))
 		*out = CLI_OUT_JSON;
-	else if (!strcmp(arg, "table") || !strcmp(arg, "wide"))
+	else if (!strcmp(arg, "table"))
 		*out = CLI_OUT_TABLE;
+	else if (!strcmp(arg, "wide"))
+		*out = CLI_OUT_WIDE;
 	else
 		return ORC_EINVALID;
 	return 0;
