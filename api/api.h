@@ -1,0 +1,208 @@
+#ifndef API_H
+#define API_H
+#include <stdint.h>
+#include <fcgiapp.h>
+#include <json-c/json.h>
+#include <libpq-fe.h>
+
+#include "buf.h"
+#include "pgpool.h"
+/*
+ * orchard-api: the FastCGI REST service (docs/architecture.md).
+ *
+ * One process, a pool of request threads each looping on FCGX_Accept_r, a
+ * small pool of exec worker threads, and one listener thread that turns
+ * PostgreSQL notifications into wake-ups. All state lives in PostgreSQL.
+ */
+
+#define API_VERSION "0.1.0"
+#define API_BODY_MAX (16u << 20)      /* request bodies past this are 413 */
+#define API_MAX_ID 63
+
+/* Process-wide configuration and shared resources (main.c). */
+struct api_server {
+	struct orc_pg_pool db;
+	char *conninfo;
+	char runner[128];             /* "hostname:pid", recorded on jobs we run */
+	int threads;
+	int workers;
+};
+extern struct api_server api_server;
+
+/*
+ * API-local error codes, beyond lib/err.h, for statuses that have no
+ * orc_err: they map to HTTP status in reply.c like the others.
+ */
+enum api_err {
+	API_EBADREQ = -100,     /* 400: malformed request (bad JSON, bad query) */
+	API_EMETHOD = -101,     /* 405 */
+	API_ENOTREADY = -102,   /* 409: sandbox not ready */
+	API_EAGENT = -103,      /* 502: agent answered nonsense */
+};
+
+/* ---- request.c: one FastCGI request and everything it owns ------------- */
+
+#define API_MAX_QUERY 32
+#define API_MAX_OWNED 64
+
+struct api_query_param {
+	char *key;
+	char *value;
+};
+
+struct api_req {
+	FCGX_Request *fcgi;
+	const char *method;
+	const char *path;             /* without query string and /v1 prefix */
+	const char *request_id;       /* "" when nginx sent none */
+	int64_t tenant_id;            /* 0: not authenticated */
+	const char *key_id;           /* api_keys.id as text, or NULL */
+	const char *role;
+	const char *id;               /* the {id} path segment, when routed */
+	struct orc_buf body;
+	struct api_query_param query[API_MAX_QUERY];
+	int nquery;
+	int replied;
+	int status;                   /* status sent, for the access log */
+	/* Allocations released when the request ends (STYLE.md). */
+	json_object *owned_json[API_MAX_OWNED];
+	int njson;
+	PGresult *owned_pg[API_MAX_OWNED];
+	int npg;
+	void *owned_mem[API_MAX_OWNED];
+	int nmem;
+	char *path_copy;
+};
+
+/* Read params, query and body; a failure has already been replied. */
+int api_req_init(struct api_req *r, FCGX_Request *fcgi);
+void api_req_release(struct api_req *r);
+const char *api_req_param(struct api_req *r, const char *name);
+/* The last value of a query parameter, or NULL. */
+const char *api_req_query(struct api_req *r, const char *key);
+/* Parse the body as a JSON object (400 on failure, replied). */
+int api_req_json_body(json_object **out, struct api_req *r);
+/* Take ownership: released at the end of the request. Return the argument. */
+json_object *api_own_json(struct api_req *r, json_object *o);
+PGresult *api_own_pg(struct api_req *r, PGresult *res);
+void *api_own_mem(struct api_req *r, void *p);
+/* Write a complete response (status line, headers, body). */
+void api_req_write(struct api_req *r, int status, const char *extra_headers,
+		   const char *body, size_t len);
+
+/* ---- reply.c: the one place where errors become HTTP ------------------ */
+
+/* Reply 2xx with a JSON body. */
+int api_reply_json(struct api_req *r, int status, json_object *o);
+/* Reply with {"detail","code","request_id"} for err; returns err. */
+int api_reply_error(struct api_req *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Same with extra header lines ("Allow: GET\r\n"). */
+int api_reply_error_h(struct api_req *r, int err, const char *headers, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* The HTTP status an error code maps to (for logs and tests). */
+int api_err_status(int err);
+
+/* ---- router.c ---------------------------------------------------------- */
+
+typedef int (*api_handler)(struct api_req *r);
+void api_dispatch(struct api_req *r);
+
+/* ---- handlers ---------------------------------------------------------- */
+
+int api_auth_handle(struct api_req *r);              /* auth.c */
+int api_root_get(struct api_req *r);                 /* service.c */
+int api_health_get(struct api_req *r);
+int api_sandbox_create(struct api_req *r);           /* sandbox_create.c */
+int api_sandbox_list(struct api_req *r);             /* sandboxes.c */
+int api_sandbox_get(struct api_req *r);
+int api_sandbox_wait(struct api_req *r);
+int api_sandbox_delete(struct api_req *r);
+int api_sandbox_heartbeat(struct api_req *r);
+int api_exec_post(struct api_req *r);                /* exec.c */
+int api_job_get(struct api_req *r);                  /* jobs.c */
+int api_job_wait(struct api_req *r);
+
+/* ---- auth.c: the verified-key cache ----------------------------------- */
+
+void api_auth_init(void);
+/* Drop the cached entries of one key_id (revocation). */
+void api_auth_evict(const char *key_id);
+/* Drop everything (the listener lost notifications). */
+void api_auth_evict_all(void);
+/* Write pending last_used_at updates on c (called by the listener). */
+void api_auth_flush_touches(PGconn *c);
+
+/* ---- notify.c: LISTEN/NOTIFY and bounded waits ------------------------ */
+
+enum api_channel { API_CHAN_SANDBOX, API_CHAN_JOB, API_CHAN_COUNT };
+
+/*
+ * A waiter snapshots the generation of its (channel, id) bucket before it
+ * reads the row, so a notification between the read and the wait is never
+ * lost. Waits are bounded; after a wake-up the caller re-reads the row.
+ */
+struct api_waiter {
+	int chan;
+	unsigned bucket;
+	uint64_t gen;
+	uint64_t epoch;
+};
+
+int api_notify_start(const char *conninfo);
+void api_waiter_init(struct api_waiter *w, enum api_channel chan, const char *id);
+/* Wait until the bucket changes or deadline_ms (orc_mono_ms) passes;
+ * returns 1 when woken, 0 on timeout. Re-arms the waiter. */
+int api_waiter_wait(struct api_waiter *w, int64_t deadline_ms);
+/* Wake waiters of (chan, id) in this process (also done by NOTIFY). */
+void api_notify_local(enum api_channel chan, const char *id);
+/* Current value of the key-revocation generation (auth.c uses it). */
+uint64_t api_notify_key_gen(void);
+
+/* ---- views.c: rows to JSON -------------------------------------------- */
+
+/* SELECT lists matching the view functions. */
+extern const char api_sandbox_cols[];
+extern const char api_job_cols[];
+json_object *api_sandbox_view(PGresult *res, int row);
+#define API_SANDBOX_COL_STATE 8   /* s.state in api_sandbox_cols */
+#define API_JOB_COL_STATUS 3      /* j.status in api_job_cols */
+json_object *api_job_view(PGresult *res, int row);
+/* Status strings derived from the sandbox state. */
+const char *api_sandbox_status(const char *state);
+
+/* ---- exec.c / lanes.c: running jobs ----------------------------------- */
+
+int api_lanes_start(int workers);
+/*
+ * Queue job_id behind the earlier jobs of sandbox_id. With sync set the
+ * caller runs the job itself once its turn comes (api_lane_wait_turn);
+ * otherwise a worker thread runs it.
+ */
+struct api_lane_entry;
+int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id,
+		     const char *job_id, const char *request_id, int sync);
+/* 1: our turn, run it and call api_lane_done; 0: gave up at deadline_ms
+ * (the job was handed to the workers instead). */
+int api_lane_wait_turn(struct api_lane_entry *e, int64_t deadline_ms);
+void api_lane_done(struct api_lane_entry *e);
+/* jobs.c: the tenant's job (the caller PQclear()s); ORC_ENOTFOUND. */
+int api_job_fetch(PGresult **out, int64_t tenant_id, const char *job_id);
+int api_job_finished(PGresult *res);
+/* Re-read the job until it finishes or deadline_ms passes; *out is the
+ * last row read, finished or not. */
+int api_job_wait_until(PGresult **out, int64_t tenant_id, const char *job_id, int64_t deadline_ms);
+/* Run one accepted job: claim it, call the agent, store the result. */
+int api_job_run(const char *job_id, const char *request_id);
+/* Fail a job that is still queued (it will never run here). */
+void api_job_abandon(const char *job_id, const char *why);
+
+/* ---- misc helpers ----------------------------------------------------- */
+
+/* ?timeout= in seconds: dflt when absent, clamped to max; replies 422 on
+ * garbage. */
+int api_query_timeout(int64_t *out, struct api_req *r, int64_t dflt, int64_t max);
+
+/* ids in paths and bodies: DNS labels of at most 63 characters. */
+int api_valid_id(const char *s);
+#endif

@@ -1,0 +1,307 @@
+/*
+ * POST /sandboxes/{id}/exec: accept a command as a job.
+ *
+ * The job row and its 'exec.accept' event are written in one statement,
+ * only if the sandbox is the caller's and ready (pending or failed: 409).
+ * The job then queues in the sandbox's lane (lanes.c):
+ *   wait: false  -> {"job_id", "status": "queued"}; a worker runs it.
+ *   wait: true   -> this thread runs it when its turn comes and answers with
+ *                   the finished job; if its turn does not come within
+ *                   timeout_seconds + 30 s, a worker takes it over and the
+ *                   answer is the unfinished job (status queued/running).
+ * Idempotency-Key: a retry gets the first job (waited on like the first
+ * call), and the command never runs twice.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "strutil.h"
+#include "validate.h"
+#include "xalloc.h"
+
+#define STDIN_MAX (8u << 20)
+#define WAIT_SLACK_S 30
+
+struct exec_req {
+	json_object *command;
+	const char *cwd;
+	json_object *env;
+	int64_t timeout;
+	int login_shell;
+	int wait;
+	const char *stdin_data;   /* NULL: none */
+	size_t stdin_len;
+	const char *idempotency_key;
+};
+
+static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, char *msg, size_t msglen)
+{
+	json_object *v;
+	int err;
+
+	memset(x, 0, sizeof(*x));
+	x->timeout = 300;
+	if (!json_object_object_get_ex(body, "command", &x->command) || !x->command) {
+		snprintf(msg, msglen, "field 'command' is required (a string, or an array of strings)");
+		return ORC_EINVALID;
+	}
+	if ((err = api_check_command(x->command, msg, msglen)) < 0)
+		return err;
+	/* null means 300; Orchard treats 0 the same way */
+	if ((err = orc_json_get_int(body, "timeout_seconds", &x->timeout, 0, 86400, msg, msglen)) < 0)
+		return err;
+	if (x->timeout == 0)
+		x->timeout = 300;
+	if (json_object_object_get_ex(body, "cwd", &v) && v) {
+		if ((err = api_check_path(v, "cwd", msg, msglen)) < 0)
+			return err;
+		x->cwd = json_object_get_string(v);
+	}
+	if ((err = orc_json_get_object(body, "env", &x->env, msg, msglen)) < 0 ||
+	    (x->env && (err = api_check_env(x->env, "env", msg, msglen)) < 0))
+		return err;
+	if ((err = orc_json_get_bool(body, "login_shell", &x->login_shell, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_bool(body, "wait", &x->wait, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_str(body, "stdin", &x->stdin_data, msg, msglen)) < 0)
+		return err;
+	if (x->stdin_data) {
+		json_object_object_get_ex(body, "stdin", &v);
+		x->stdin_len = (size_t)json_object_get_string_len(v);
+		if (x->stdin_len > STDIN_MAX) {
+			snprintf(msg, msglen, "field 'stdin' is larger than %u bytes", STDIN_MAX);
+			return ORC_EINVALID;
+		}
+	}
+	x->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
+	if (x->idempotency_key && !*x->idempotency_key)
+		x->idempotency_key = NULL;
+	if (x->idempotency_key && !api_check_idempotency_key(x->idempotency_key)) {
+		snprintf(msg, msglen, "Idempotency-Key must be 1-255 printable ASCII characters");
+		return API_EBADREQ;
+	}
+	return 0;
+}
+
+/* A random UUID (version 4): a DNS label, like Orchard's job ids. */
+static void new_job_id(char out[37])
+{
+	unsigned char b[16];
+
+	orc_random_bytes(b, sizeof(b));
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+}
+
+static char *event_data(const struct exec_req *x)
+{
+	json_object *o = json_object_new_object();
+	char *s;
+
+	json_object_object_add(o, "command", json_object_get(x->command));
+	if (x->cwd)
+		json_object_object_add(o, "cwd", json_object_new_string(x->cwd));
+	json_object_object_add(o, "timeout_seconds", json_object_new_int64(x->timeout));
+	json_object_object_add(o, "login_shell", json_object_new_boolean(x->login_shell));
+	json_object_object_add(o, "wait", json_object_new_boolean(x->wait));
+	if (x->stdin_data)
+		json_object_object_add(o, "stdin_bytes", json_object_new_int64((int64_t)x->stdin_len));
+	s = xstrdup(orc_json_str(o, NULL));
+	json_object_put(o);
+	return s;
+}
+
+/*
+ * Insert the job if the sandbox is the caller's and ready. Returns 0,
+ * ORC_ENOTFOUND, API_ENOTREADY (with the sandbox state in msg), or the
+ * database error (ORC_ECONFLICT: the Idempotency-Key is taken).
+ */
+static int insert_job(PGconn *db, struct api_req *r, const struct exec_req *x, const char *job_id,
+		      char *msg, size_t msglen)
+{
+	char tenant[24], timeout[24], *data = event_data(x);
+	const char *params[14];
+	int lengths[14] = { 0 }, formats[14] = { 0 };
+	PGresult *res = NULL;
+	int err;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)x->timeout);
+	params[0] = r->id;
+	params[1] = tenant;
+	params[2] = job_id;
+	params[3] = orc_json_str(x->command, NULL);
+	params[4] = x->cwd;
+	params[5] = x->env ? orc_json_str(x->env, NULL) : "{}";
+	params[6] = x->login_shell ? "true" : "false";
+	params[7] = x->stdin_data;
+	lengths[7] = (int)x->stdin_len;
+	formats[7] = 1;
+	params[8] = timeout;
+	params[9] = api_server.runner;
+	params[10] = r->key_id;
+	params[11] = x->idempotency_key;
+	params[12] = data;
+	params[13] = r->request_id;
+	err = orc_pg_query_bin(&res, db,
+		"WITH s AS (SELECT id, tenant_id, state, state_message FROM sandboxes"
+		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted')),"
+		" j AS (INSERT INTO jobs (id, sandbox_id, tenant_id, command, cwd, env, login_shell,"
+		" stdin, timeout_seconds, runner, created_by_key, idempotency_key)"
+		" SELECT $3, s.id, s.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
+		" $9::int, $10, $11::bigint, $12 FROM s WHERE s.state = 'ready' RETURNING id, sandbox_id,"
+		" tenant_id),"
+		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id,"
+		" request_id) SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.accept', $13::jsonb,"
+		" $11::bigint, nullif($14, '') FROM j)"
+		" SELECT s.state, coalesce(s.state_message, ''), j.id IS NOT NULL FROM s LEFT JOIN j ON true",
+		14, params, lengths, formats);
+	free(data);
+	if (err < 0)
+		return err;
+	if (PQntuples(res) != 1)
+		err = ORC_ENOTFOUND;
+	else if (strcmp(PQgetvalue(res, 0, 2), "t")) {
+		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+		err = API_ENOTREADY;
+	}
+	PQclear(res);
+	return err;
+}
+
+static int reply_job_row(struct api_req *r, PGresult *res)
+{
+	api_own_pg(r, res);
+	return api_reply_json(r, 200, api_own_json(r, api_job_view(res, 0)));
+}
+
+static int reply_queued(struct api_req *r, const char *job_id, const char *status)
+{
+	json_object *o = api_own_json(r, json_object_new_object());
+
+	json_object_object_add(o, "job_id", json_object_new_string(job_id));
+	json_object_object_add(o, "status", json_object_new_string(status));
+	return api_reply_json(r, 200, o);
+}
+
+/* A retry with a known Idempotency-Key: answer like the first call did. */
+static int replay(struct api_req *r, const struct exec_req *x, PGconn **db)
+{
+	char tenant[24], sql[1024];
+	const char *params[2] = { tenant, x->idempotency_key };
+	PGresult *res = NULL, *done = NULL;
+	int err;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM jobs j WHERE j.tenant_id = $1"
+		 " AND j.idempotency_key = $2", api_job_cols);
+	if ((err = orc_pg_query(&res, *db, sql, 2, params)) < 0)
+		return err;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return ORC_ENOTFOUND;
+	}
+	orc_pg_pool_release(&api_server.db, *db);
+	*db = NULL;
+	api_own_pg(r, res);
+	if (strcmp(PQgetvalue(res, 0, 1), r->id))
+		return api_reply_error(r, ORC_ECONFLICT, "Idempotency-Key was already used for a job "
+				       "in another sandbox");
+	if (!x->wait)
+		return reply_queued(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, API_JOB_COL_STATUS));
+	if ((err = api_job_wait_until(&done, r->tenant_id, PQgetvalue(res, 0, 0),
+				      orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000)) < 0)
+		return api_reply_error(r, err, "cannot read job %s", PQgetvalue(res, 0, 0));
+	return reply_job_row(r, done);
+}
+
+static int reply_not_ready(struct api_req *r, const char *msg)
+{
+	const char *tab = strchr(msg, '\t');
+	size_t n = tab ? (size_t)(tab - msg) : strlen(msg);
+
+	if (n == 6 && !strncmp(msg, "failed", 6))
+		return api_reply_error(r, API_ENOTREADY, "sandbox %s failed%s%s; it cannot run commands",
+				       r->id, tab && tab[1] ? ": " : "", tab ? tab + 1 : "");
+	return api_reply_error(r, API_ENOTREADY, "sandbox %s is not ready yet (status %.*s); wait for "
+			       "it with GET /sandboxes/%s/wait", r->id, (int)n, msg, r->id);
+}
+
+int api_exec_post(struct api_req *r)
+{
+	struct api_lane_entry *lane = NULL;
+	struct exec_req x;
+	json_object *body;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	char msg[512], job_id[37];
+	int err;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = parse_exec(&x, r, body, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	if (x.idempotency_key) {
+		err = replay(r, &x, &db);
+		if (r->replied || err != ORC_ENOTFOUND)
+			goto replayed;
+	}
+	new_job_id(job_id);
+	err = insert_job(db, r, &x, job_id, msg, sizeof(msg));
+	if (err == ORC_ECONFLICT && x.idempotency_key) {
+		/* a concurrent retry with the same key inserted first */
+		err = replay(r, &x, &db);
+		if (r->replied || err != ORC_ENOTFOUND)
+			goto replayed;
+		err = ORC_ECONFLICT;
+	}
+	orc_pg_pool_release(&api_server.db, db); /* never held across the agent call */
+	db = NULL;
+	if (err == ORC_ENOTFOUND) {
+		err = api_reply_error(r, err, "sandbox %s not found", r->id);
+		goto done;
+	}
+	if (err == API_ENOTREADY) {
+		err = reply_not_ready(r, msg);
+		goto done;
+	}
+	if (err < 0) {
+		err = api_reply_error(r, err, "cannot accept the command");
+		goto done;
+	}
+	if ((err = api_lane_enqueue(&lane, r->id, job_id, r->request_id, x.wait)) < 0) {
+		api_job_abandon(job_id, "the server is overloaded; the job was not started");
+		err = api_reply_error(r, err, "too many jobs queued; retry later");
+		goto done;
+	}
+	if (!x.wait) {
+		err = reply_queued(r, job_id, "queued");
+		goto done;
+	}
+	if (api_lane_wait_turn(lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000)) {
+		api_job_run(job_id, r->request_id[0] ? r->request_id : NULL);
+		api_lane_done(lane);
+	}
+	if ((err = api_job_fetch(&res, r->tenant_id, job_id)) < 0) {
+		err = api_reply_error(r, err, "cannot read job %s", job_id);
+		goto done;
+	}
+	err = reply_job_row(r, res);
+	goto done;
+replayed:
+	if (!r->replied)
+		err = api_reply_error(r, err, "cannot look up the Idempotency-Key");
+done:
+	orc_pg_pool_release(&api_server.db, db);
+	return err;
+}

@@ -1,0 +1,285 @@
+/*
+ * Running one accepted job: claim it (queued -> running, only while the
+ * sandbox is ready), call the agent's POST /exec with no database
+ * connection held, store the outcome and its 'exec.finish' event in one
+ * statement. Every outcome ends the job: an unreachable or misbehaving agent
+ * is a failed job with the reason in "error" (the HTTP answer is still the
+ * job object: that is the job's result, not the request's).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent_client.h"
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define OUTPUT_CAP (4u << 20)          /* bytes kept per stream */
+#define RESPONSE_MAX (64u << 20)       /* JSON-escaped output of both streams */
+#define AGENT_SLACK_S 10
+
+struct job_outcome {
+	const char *status;
+	char exit_code[24];             /* "" = NULL */
+	char signal[24];
+	const char *out, *err;
+	size_t out_len, err_len;
+	char out_bytes[24], err_bytes[24];
+	int out_trunc, err_trunc, timed_out;
+	char error[512];                /* "" = NULL */
+};
+
+static int store(const char *job_id, const struct job_outcome *o, const char *request_id)
+{
+	const char *params[14];
+	int lengths[14] = { 0 }, formats[14] = { 0 };
+	json_object *ev = json_object_new_object();
+	PGconn *db = NULL;
+	int err;
+
+	json_object_object_add(ev, "status", json_object_new_string(o->status));
+	json_object_object_add(ev, "exit_code", o->exit_code[0] ? json_object_new_int64(strtoll(o->exit_code, NULL, 10)) : NULL);
+	json_object_object_add(ev, "timed_out", json_object_new_boolean(o->timed_out));
+	if (o->error[0])
+		json_object_object_add(ev, "error", json_object_new_string(o->error));
+	params[0] = job_id;
+	params[1] = o->status;
+	params[2] = o->exit_code[0] ? o->exit_code : NULL;
+	params[3] = o->signal[0] ? o->signal : NULL;
+	params[4] = o->out ? o->out : "";
+	lengths[4] = (int)o->out_len;
+	formats[4] = 1;
+	params[5] = o->err ? o->err : "";
+	lengths[5] = (int)o->err_len;
+	formats[5] = 1;
+	params[6] = o->out_bytes[0] ? o->out_bytes : "0";
+	params[7] = o->err_bytes[0] ? o->err_bytes : "0";
+	params[8] = o->out_trunc ? "true" : "false";
+	params[9] = o->err_trunc ? "true" : "false";
+	params[10] = o->timed_out ? "true" : "false";
+	params[11] = o->error[0] ? o->error : NULL;
+	params[12] = orc_json_str(ev, NULL);
+	params[13] = request_id;
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		goto done;
+	err = orc_pg_query_bin(NULL, db,
+		"WITH j AS (UPDATE jobs SET status = $2, exit_code = $3::int, signal = $4::int,"
+		" stdout = $5::bytea, stderr = $6::bytea, stdout_bytes = $7::bigint,"
+		" stderr_bytes = $8::bigint, stdout_truncated = $9::boolean,"
+		" stderr_truncated = $10::boolean, timed_out = $11::boolean, error = $12,"
+		" completed_at = clock_timestamp() WHERE id = $1 AND status = 'running'"
+		" RETURNING id, sandbox_id, tenant_id),"
+		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, request_id)"
+		" SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.finish', $13::jsonb, $14 FROM j)"
+		" UPDATE sandboxes SET last_activity_at = now() WHERE id = (SELECT sandbox_id FROM j)",
+		14, params, lengths, formats);
+	orc_pg_pool_release(&api_server.db, db);
+done:
+	if (err < 0)
+		orc_log(ORC_LOG_ERROR, "cannot store the job result", "job_id", job_id, NULL);
+	json_object_put(ev);
+	return err;
+}
+
+void api_job_abandon(const char *job_id, const char *why)
+{
+	const char *params[2] = { job_id, why };
+	PGconn *db = NULL;
+
+	if (orc_pg_pool_acquire(&api_server.db, &db) < 0)
+		return;
+	orc_pg_query(NULL, db, "UPDATE jobs SET status = 'failed', error = $2,"
+		     " completed_at = clock_timestamp() WHERE id = $1 AND status = 'queued'", 2, params);
+	orc_pg_pool_release(&api_server.db, db);
+}
+
+/* queued -> running while the sandbox is ready; *out has the agent's
+ * address and token and the job's fields. ORC_ENOTFOUND when not claimed. */
+static int claim(PGresult **out, const char *job_id)
+{
+	const char *params[2] = { job_id, api_server.runner };
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err;
+
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return err;
+	err = orc_pg_query(&res, db,
+		"UPDATE jobs j SET status = 'running', started_at = clock_timestamp(), runner = $2"
+		" FROM sandboxes s WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id"
+		" AND s.state = 'ready' AND s.agent_address IS NOT NULL"
+		" RETURNING s.agent_address, s.agent_token, j.command, j.cwd, j.env, j.login_shell,"
+		" j.stdin, j.timeout_seconds, s.env, s.workdir",
+		2, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return err;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return ORC_ENOTFOUND;
+	}
+	*out = res;
+	return 0;
+}
+
+static char *agent_body(PGresult *job, int64_t timeout)
+{
+	json_object *o = json_object_new_object();
+	unsigned char *in = NULL;
+	size_t in_len = 0;
+	char *s;
+	json_object *env = json_tokener_parse(PQgetvalue(job, 0, 8)), *job_env;
+
+	/* The sandbox's env and workdir are defaults under the job's own. */
+	if (!env || !json_object_is_type(env, json_type_object)) {
+		json_object_put(env);
+		env = json_object_new_object();
+	}
+	job_env = json_tokener_parse(PQgetvalue(job, 0, 4));
+	if (job_env && json_object_is_type(job_env, json_type_object)) {
+		json_object_object_foreach(job_env, k, v)
+			json_object_object_add(env, k, json_object_get(v));
+	}
+	json_object_put(job_env);
+	json_object_object_add(o, "command", json_tokener_parse(PQgetvalue(job, 0, 2)));
+	if (!PQgetisnull(job, 0, 3))
+		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, 3)));
+	else if (!PQgetisnull(job, 0, 9))
+		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, 9)));
+	json_object_object_add(o, "env", env);
+	json_object_object_add(o, "login_shell",
+			       json_object_new_boolean(PQgetvalue(job, 0, 5)[0] == 't'));
+	json_object_object_add(o, "timeout_seconds", json_object_new_int64(timeout));
+	json_object_object_add(o, "max_output_bytes", json_object_new_int64(OUTPUT_CAP));
+	if (!PQgetisnull(job, 0, 6) &&
+	    (in = PQunescapeBytea((const unsigned char *)PQgetvalue(job, 0, 6), &in_len))) {
+		json_object_object_add(o, "stdin", json_object_new_string_len((const char *)in, (int)in_len));
+		PQfreemem(in);
+	}
+	s = xstrdup(orc_json_str(o, NULL));
+	json_object_put(o);
+	return s;
+}
+
+static void field_int(char *out, size_t n, json_object *resp, const char *key)
+{
+	json_object *v;
+
+	out[0] = '\0';
+	if (json_object_object_get_ex(resp, key, &v) && v &&
+	    (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+		snprintf(out, n, "%lld", (long long)json_object_get_int64(v));
+}
+
+static int field_bool(json_object *resp, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(resp, key, &v) && v && json_object_get_boolean(v);
+}
+
+static void field_text(const char **s, size_t *n, json_object *resp, const char *key)
+{
+	json_object *v;
+
+	*s = "";
+	*n = 0;
+	if (json_object_object_get_ex(resp, key, &v) && v && json_object_is_type(v, json_type_string)) {
+		*s = json_object_get_string(v);
+		*n = (size_t)json_object_get_string_len(v);
+	}
+}
+
+/* Fill o from the agent's answer (docs/agent-protocol.md). */
+static void outcome_from_agent(struct job_outcome *o, json_object *resp, int64_t timeout)
+{
+	field_int(o->exit_code, sizeof(o->exit_code), resp, "exit_code");
+	field_int(o->signal, sizeof(o->signal), resp, "signal");
+	field_text(&o->out, &o->out_len, resp, "stdout");
+	field_text(&o->err, &o->err_len, resp, "stderr");
+	field_int(o->out_bytes, sizeof(o->out_bytes), resp, "stdout_bytes");
+	field_int(o->err_bytes, sizeof(o->err_bytes), resp, "stderr_bytes");
+	o->out_trunc = field_bool(resp, "stdout_truncated");
+	o->err_trunc = field_bool(resp, "stderr_truncated");
+	o->timed_out = field_bool(resp, "timed_out");
+	if (!o->out_bytes[0])
+		snprintf(o->out_bytes, sizeof(o->out_bytes), "%zu", o->out_len);
+	if (!o->err_bytes[0])
+		snprintf(o->err_bytes, sizeof(o->err_bytes), "%zu", o->err_len);
+	if (o->timed_out)
+		snprintf(o->error, sizeof(o->error), "Command timed out after %llds", (long long)timeout);
+	else if (!o->exit_code[0])
+		snprintf(o->error, sizeof(o->error), "the agent reported no exit code");
+	o->status = !o->timed_out && !strcmp(o->exit_code, "0") ? "succeeded" : "failed";
+}
+
+int api_job_run(const char *job_id, const char *request_id)
+{
+	struct job_outcome o;
+	struct orc_buf resp_body = ORC_BUF_INIT;
+	struct orc_agent_req req;
+	json_object *resp = NULL;
+	PGresult *job = NULL;
+	char *body = NULL;
+	int64_t timeout, t0;
+	long status = 0;
+	int err;
+
+	memset(&o, 0, sizeof(o));
+	o.status = "failed";
+	if ((err = claim(&job, job_id)) < 0) {
+		if (err == ORC_ENOTFOUND)
+			api_job_abandon(job_id, "the sandbox is not ready (it failed or is being deleted)");
+		return err;
+	}
+	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, 7), 1, 86400) < 0)
+		timeout = 300;
+	body = agent_body(job, timeout);
+	memset(&req, 0, sizeof(req));
+	req.address = PQgetvalue(job, 0, 0);
+	req.token = PQgetvalue(job, 0, 1);
+	req.method = "POST";
+	req.path = "/exec";
+	req.body = body;
+	req.body_len = strlen(body);
+	req.timeout_ms = (timeout + AGENT_SLACK_S) * 1000;
+	req.request_id = request_id;
+	orc_buf_init(&resp_body, RESPONSE_MAX);
+	t0 = orc_mono_ms();
+	err = orc_agent_call(&resp_body, &status, &req);
+	if (err == ORC_EUNAVAIL) {
+		snprintf(o.error, sizeof(o.error), "agent unreachable: cannot connect to the sandbox's agent");
+	} else if (err == ORC_ETIMEOUT) {
+		snprintf(o.error, sizeof(o.error), "agent did not answer within %llds",
+			 (long long)(timeout + AGENT_SLACK_S));
+	} else if (err == ORC_ETOOBIG) {
+		snprintf(o.error, sizeof(o.error), "agent response is larger than %u bytes", RESPONSE_MAX);
+	} else if (err < 0) {
+		snprintf(o.error, sizeof(o.error), "agent call failed");
+	} else if (orc_json_parse_object(&resp, resp_body.ptr ? resp_body.ptr : "", resp_body.len,
+					 NULL, 0) < 0) {
+		snprintf(o.error, sizeof(o.error), "agent sent an invalid response (HTTP %ld)", status);
+	} else if (status != 200) {
+		json_object *m = NULL;
+		json_object_object_get_ex(resp, "error", &m);
+		snprintf(o.error, sizeof(o.error), "agent error (HTTP %ld): %.300s", status,
+			 m && json_object_is_type(m, json_type_string) ? json_object_get_string(m) : "");
+	} else {
+		outcome_from_agent(&o, resp, timeout);
+	}
+	if (o.error[0] && !o.timed_out)
+		orc_log(ORC_LOG_WARN, "exec failed", "job_id", job_id, "agent", req.address,
+			"error", o.error, NULL);
+	if (orc_log_enabled(ORC_LOG_DEBUG))
+		orc_logf(ORC_LOG_DEBUG, "job %s finished: %s in %lld ms", job_id, o.status,
+			 (long long)(orc_mono_ms() - t0));
+	err = store(job_id, &o, request_id);
+	json_object_put(resp);
+	orc_buf_release(&resp_body);
+	free(body);
+	PQclear(job);
+	return err;
+}

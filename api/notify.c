@@ -1,0 +1,220 @@
+/*
+ * LISTEN/NOTIFY: one thread with its own connection listens on
+ * orchard_sandbox, orchard_job and orchard_key and turns notifications into
+ * wake-ups of waiting request threads.
+ *
+ * Waiters do not trust payloads: a notification only bumps the generation of
+ * a bucket (hash of the row id), and a waiter whose bucket moved re-reads its
+ * row. Waits are bounded and also re-check every few seconds, so a lost
+ * notification (the listener reconnecting) costs latency, never a hang. When
+ * the listener (re)connects, the epoch moves and every waiter re-reads.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "err.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define NBUCKETS 256
+#define RECHECK_MS 5000
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t gen[API_CHAN_COUNT][NBUCKETS];
+	uint64_t epoch;
+	uint64_t key_gen;
+	char *conninfo;
+} N = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static const char *const channels[] = { "orchard_sandbox", "orchard_job", "orchard_key" };
+
+static unsigned bucket_of(const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 16777619u;
+	return h % NBUCKETS;
+}
+
+void api_waiter_init(struct api_waiter *w, enum api_channel chan, const char *id)
+{
+	w->chan = chan;
+	w->bucket = bucket_of(id);
+	pthread_mutex_lock(&N.lock);
+	w->gen = N.gen[chan][w->bucket];
+	w->epoch = N.epoch;
+	pthread_mutex_unlock(&N.lock);
+}
+
+static void mono_deadline(struct timespec *ts, int64_t deadline_ms)
+{
+	ts->tv_sec = deadline_ms / 1000;
+	ts->tv_nsec = (deadline_ms % 1000) * 1000000L;
+}
+
+int api_waiter_wait(struct api_waiter *w, int64_t deadline_ms)
+{
+	int64_t until = orc_mono_ms() + RECHECK_MS;
+	struct timespec ts;
+	int woken = 0;
+
+	if (deadline_ms < until)
+		until = deadline_ms;
+	mono_deadline(&ts, until);
+	pthread_mutex_lock(&N.lock);
+	for (;;) {
+		if (N.gen[w->chan][w->bucket] != w->gen || N.epoch != w->epoch) {
+			woken = 1;
+			break;
+		}
+		if (orc_mono_ms() >= until)
+			break;
+		if (pthread_cond_timedwait(&N.cond, &N.lock, &ts) == ETIMEDOUT)
+			continue; /* the loop re-checks the clock */
+	}
+	w->gen = N.gen[w->chan][w->bucket];
+	w->epoch = N.epoch;
+	pthread_mutex_unlock(&N.lock);
+	return woken;
+}
+
+void api_notify_local(enum api_channel chan, const char *id)
+{
+	pthread_mutex_lock(&N.lock);
+	N.gen[chan][bucket_of(id)]++;
+	pthread_cond_broadcast(&N.cond);
+	pthread_mutex_unlock(&N.lock);
+}
+
+static void bump_epoch(void)
+{
+	pthread_mutex_lock(&N.lock);
+	N.epoch++;
+	N.key_gen++;
+	pthread_cond_broadcast(&N.cond);
+	pthread_mutex_unlock(&N.lock);
+}
+
+uint64_t api_notify_key_gen(void)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&N.lock);
+	g = N.key_gen;
+	pthread_mutex_unlock(&N.lock);
+	return g;
+}
+
+static void handle(PGnotify *n)
+{
+	if (!strcmp(n->relname, "orchard_key")) {
+		pthread_mutex_lock(&N.lock);
+		N.key_gen++;
+		pthread_mutex_unlock(&N.lock);
+		api_auth_evict(n->extra);
+	} else if (!strcmp(n->relname, "orchard_sandbox")) {
+		api_notify_local(API_CHAN_SANDBOX, n->extra);
+	} else if (!strcmp(n->relname, "orchard_job")) {
+		api_notify_local(API_CHAN_JOB, n->extra);
+	}
+}
+
+static int listen_connect(PGconn **out)
+{
+	PGconn *c = NULL;
+	size_t i;
+	int err;
+
+	if ((err = orc_pg_connect(&c, N.conninfo)) < 0)
+		return err;
+	for (i = 0; i < sizeof(channels) / sizeof(*channels); i++) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "LISTEN %s", channels[i]);
+		if ((err = orc_pg_query(NULL, c, sql, 0, NULL)) < 0) {
+			PQfinish(c);
+			return err;
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+static void drain(PGconn *c)
+{
+	PGnotify *n;
+
+	while ((n = PQnotifies(c))) {
+		handle(n);
+		PQfreemem(n);
+	}
+}
+
+static void *listener_main(void *arg)
+{
+	PGconn *c = NULL;
+	unsigned backoff = 1;
+
+	(void)arg;
+	for (;;) {
+		struct pollfd pfd;
+
+		if (!c) {
+			if (listen_connect(&c) < 0) {
+				sleep(backoff);
+				backoff = backoff < 8 ? backoff * 2 : 8;
+				continue;
+			}
+			backoff = 1;
+			/* Anything may have changed while we were not listening. */
+			api_auth_evict_all();
+			bump_epoch();
+			orc_log(ORC_LOG_INFO, "listening for notifications", NULL);
+		}
+		api_auth_flush_touches(c);
+		drain(c);
+		pfd.fd = PQsocket(c);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (poll(&pfd, 1, 1000) < 0 && errno != EINTR)
+			orc_logf(ORC_LOG_ERROR, "poll() on the listen connection failed: %s", strerror(errno));
+		if (!PQconsumeInput(c) || PQstatus(c) != CONNECTION_OK) {
+			orc_log(ORC_LOG_WARN, "listen connection lost; reconnecting",
+				"error", PQerrorMessage(c), NULL);
+			PQfinish(c);
+			c = NULL;
+			api_auth_evict_all();
+			bump_epoch();
+			continue;
+		}
+		drain(c);
+	}
+	return NULL;
+}
+
+int api_notify_start(const char *conninfo)
+{
+	pthread_condattr_t ca;
+	pthread_t t;
+	int rc;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&N.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	N.conninfo = xstrdup(conninfo);
+	if ((rc = pthread_create(&t, NULL, listener_main, NULL)) != 0) {
+		orc_logf(ORC_LOG_ERROR, "pthread_create() for the listener failed: %s", strerror(rc));
+		return ORC_ERROR;
+	}
+	pthread_detach(t);
+	return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * The route table and dispatch. Paths arrive without the optional /v1
+ * prefix (request.c), so each route is listed once and served at both
+ * /x and /v1/x. A "{id}" segment matches one path segment, which must be
+ * a DNS label (sandbox and job ids both are); anything else is 404, so
+ * garbage never reaches SQL (DELETE checks for itself: Orchard answers 200
+ * for any unknown id).
+ */
+#include <string.h>
+
+#include "api.h"
+#include "err.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+struct api_route {
+	const char *method;
+	const char *pattern;
+	api_handler handler;
+	unsigned flags;
+};
+
+#define ROUTE_PUBLIC 1u   /* no authentication (nginx does not auth_request it) */
+#define ROUTE_ANY_ID 2u   /* the handler copes with ids that are not DNS labels */
+
+static const struct api_route routes[] = {
+	{ "GET",    "/",                         api_root_get,          ROUTE_PUBLIC },
+	{ "GET",    "/health",                   api_health_get,        ROUTE_PUBLIC },
+	{ "POST",   "/sandboxes",                api_sandbox_create,    0 },
+	{ "GET",    "/sandboxes",                api_sandbox_list,      0 },
+	{ "GET",    "/sandboxes/{id}",           api_sandbox_get,       0 },
+	{ "DELETE", "/sandboxes/{id}",           api_sandbox_delete,    ROUTE_ANY_ID },
+	{ "GET",    "/sandboxes/{id}/wait",      api_sandbox_wait,      0 },
+	{ "POST",   "/sandboxes/{id}/heartbeat", api_sandbox_heartbeat, 0 },
+	{ "POST",   "/sandboxes/{id}/exec",      api_exec_post,         0 },
+	{ "GET",    "/jobs/{id}",                api_job_get,           0 },
+	{ "GET",    "/jobs/{id}/wait",           api_job_wait,          0 },
+};
+
+int api_valid_id(const char *s)
+{
+	return orc_is_dns_label(s);
+}
+
+/* Match path against pattern; the {id} segment goes to id_start, id_len. */
+static int route_match(const char *pattern, const char *path, const char **id_start, size_t *id_len)
+{
+	const char *p = pattern, *s = path;
+
+	*id_start = NULL;
+	*id_len = 0;
+	while (*p && *s) {
+		if (!strncmp(p, "{id}", 4)) {
+			const char *end = strchr(s, '/');
+			size_t n = end ? (size_t)(end - s) : strlen(s);
+			if (!n)
+				return 0;
+			*id_start = s;
+			*id_len = n;
+			s += n;
+			p += 4;
+			continue;
+		}
+		if (*p != *s)
+			return 0;
+		p++;
+		s++;
+	}
+	return !*p && !*s;
+}
+
+static int handle_auth(struct api_req *r)
+{
+	return api_auth_handle(r);
+}
+
+void api_dispatch(struct api_req *r)
+{
+	struct orc_buf allow = ORC_BUF_INIT;
+	const struct api_route *hit = NULL;
+	const char *id_start = NULL;
+	size_t id_len = 0, i;
+
+	if (!strcmp(r->path, "/_auth")) {
+		handle_auth(r);
+		return;
+	}
+	for (i = 0; i < sizeof(routes) / sizeof(*routes); i++) {
+		const char *s;
+		size_t n;
+		if (!route_match(routes[i].pattern, r->path, &s, &n))
+			continue;
+		if (!strcmp(routes[i].method, r->method) ||
+		    (!strcmp(r->method, "HEAD") && !strcmp(routes[i].method, "GET"))) {
+			hit = &routes[i];
+			id_start = s;
+			id_len = n;
+			break;
+		}
+		orc_buf_addf(&allow, "%s%s", allow.len ? ", " : "Allow: ", routes[i].method);
+	}
+	if (!hit) {
+		if (allow.len) {
+			orc_buf_adds(&allow, "\r\n");
+			api_reply_error_h(r, API_EMETHOD, allow.ptr, "method %s is not allowed on %s",
+					  r->method, r->path);
+		} else {
+			api_reply_error(r, ORC_ENOTFOUND, "no route for %s %s", r->method, r->path);
+		}
+		goto done;
+	}
+	if (!(hit->flags & ROUTE_PUBLIC) && !r->tenant_id) {
+		/* nginx authenticates every non-public route; reaching here
+		 * without its params means a misconfigured proxy. */
+		api_reply_error(r, ORC_EUNAUTH, "missing API key");
+		goto done;
+	}
+	if (id_start) {
+		char *id = api_own_mem(r, xstrndup(id_start, id_len));
+		r->id = id;
+		if (!(hit->flags & ROUTE_ANY_ID) && !api_valid_id(id)) {
+			api_reply_error(r, ORC_ENOTFOUND, "%s not found",
+					!strncmp(r->path, "/jobs/", 6) ? "job" : "sandbox");
+			goto done;
+		}
+	}
+	hit->handler(r);
+	if (!r->replied)
+		api_reply_error(r, ORC_ERROR, "handler sent no response");
+done:
+	orc_buf_release(&allow);
+}

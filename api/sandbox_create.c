@@ -1,0 +1,280 @@
+/*
+ * POST /sandboxes: validate the request, write the desired sandbox and its
+ * 'sandbox.create' event in one statement, answer with the sandbox (status
+ * "pending"). The controller notices the row (NOTIFY orchard_sandbox) and
+ * launches it; the api never does.
+ *
+ * Orchard's fields and defaults: image (required), cpu "4", memory "16Gi",
+ * block_network true, sandbox_id (8 hex generated), timeout 3600. Ours add
+ * ttl_seconds, idle_timeout_seconds, labels, env and workdir (NULL ttl and
+ * idle timeout mean the controller's defaults). Unknown fields are ignored.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "strutil.h"
+#include "validate.h"
+#include "xalloc.h"
+
+#define IMAGE_MAX 1024
+#define CREATE_ATTEMPTS 4
+
+struct create_req {
+	const char *image;
+	char cpu[32];
+	char memory[32];
+	int64_t cpu_millis;
+	int64_t memory_bytes;
+	int block_network;
+	const char *sandbox_id;   /* NULL: generate */
+	int64_t timeout;
+	int64_t ttl;              /* 0: default */
+	int64_t idle;             /* 0: default */
+	json_object *labels;
+	json_object *env;
+	const char *workdir;
+	const char *idempotency_key;
+};
+
+/* cpu and memory may be strings or numbers; numbers keep their JSON text. */
+static int quantity(char *out, size_t outlen, json_object *body, const char *key,
+		    const char *dflt, char *msg, size_t msglen)
+{
+	json_object *v = NULL;
+	const char *s;
+
+	if (!json_object_object_get_ex(body, key, &v) || !v) {
+		snprintf(out, outlen, "%s", dflt);
+		return 0;
+	}
+	if (json_object_is_type(v, json_type_string)) {
+		s = json_object_get_string(v);
+		if (strlen(s) != (size_t)json_object_get_string_len(v)) {
+			snprintf(msg, msglen, "field '%s' must not contain NUL characters", key);
+			return ORC_EINVALID;
+		}
+	} else if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
+		s = orc_json_str(v, NULL);
+	} else {
+		snprintf(msg, msglen, "field '%s' must be a string such as \"%s\"", key, dflt);
+		return ORC_EINVALID;
+	}
+	if (strlen(s) >= outlen) {
+		snprintf(msg, msglen, "field '%s' is too long", key);
+		return ORC_EINVALID;
+	}
+	snprintf(out, outlen, "%s", s);
+	return 0;
+}
+
+static int parse_create(struct create_req *c, struct api_req *r, json_object *body,
+			char *msg, size_t msglen)
+{
+	json_object *v;
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	c->block_network = 1;
+	c->timeout = 3600;
+	if ((err = api_get_str(body, "image", &c->image, msg, msglen)) < 0)
+		return err;
+	if (err == 1 || !*c->image) {
+		snprintf(msg, msglen, "field 'image' is required (for example \"host\")");
+		return ORC_EINVALID;
+	}
+	if (strlen(c->image) > IMAGE_MAX || !orc_utf8_valid(c->image, strlen(c->image)) ||
+	    strpbrk(c->image, " \t\r\n")) {
+		snprintf(msg, msglen, "field 'image' must be an image reference of at most %d characters "
+			 "without whitespace", IMAGE_MAX);
+		return ORC_EINVALID;
+	}
+	if ((err = quantity(c->cpu, sizeof(c->cpu), body, "cpu", "4", msg, msglen)) < 0)
+		return err;
+	if (orc_parse_cpu(&c->cpu_millis, c->cpu) < 0) {
+		snprintf(msg, msglen, "invalid cpu \"%s\": expected cores such as \"2\", \"0.5\" or \"500m\"",
+			 c->cpu);
+		return ORC_EINVALID;
+	}
+	if ((err = quantity(c->memory, sizeof(c->memory), body, "memory", "16Gi", msg, msglen)) < 0)
+		return err;
+	if (orc_parse_memory(&c->memory_bytes, c->memory) < 0 || c->memory_bytes < (1 << 20)) {
+		snprintf(msg, msglen, "invalid memory \"%s\": expected a size such as \"512Mi\" or \"16Gi\" "
+			 "(at least 1Mi)", c->memory);
+		return ORC_EINVALID;
+	}
+	if ((err = orc_json_get_bool(body, "block_network", &c->block_network, msg, msglen)) < 0)
+		return err;
+	if ((err = api_get_str(body, "sandbox_id", &c->sandbox_id, msg, msglen)) < 0)
+		return err;
+	if (err == 0 && !api_valid_id(c->sandbox_id)) {
+		snprintf(msg, msglen, "sandbox_id \"%.80s\" is not a DNS label: 1-63 characters of [a-z0-9-], "
+			 "starting and ending with a letter or digit", c->sandbox_id);
+		return ORC_EINVALID;
+	}
+	/* Orchard treats 0 like "not given". */
+	if ((err = orc_json_get_int(body, "timeout", &c->timeout, 0, 86400, msg, msglen)) < 0)
+		return err;
+	if (c->timeout == 0)
+		c->timeout = 3600;
+	if ((err = orc_json_get_int(body, "ttl_seconds", &c->ttl, 1, 30 * 86400, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_int(body, "idle_timeout_seconds", &c->idle, 1, 30 * 86400, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_object(body, "labels", &c->labels, msg, msglen)) < 0 ||
+	    (c->labels && (err = api_check_labels(c->labels, msg, msglen)) < 0))
+		return err;
+	if ((err = orc_json_get_object(body, "env", &c->env, msg, msglen)) < 0 ||
+	    (c->env && (err = api_check_env(c->env, "env", msg, msglen)) < 0))
+		return err;
+	if (json_object_object_get_ex(body, "workdir", &v) && v) {
+		if ((err = api_check_path(v, "workdir", msg, msglen)) < 0)
+			return err;
+		c->workdir = json_object_get_string(v);
+	}
+	c->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
+	if (c->idempotency_key && !*c->idempotency_key)
+		c->idempotency_key = NULL;
+	if (c->idempotency_key && !api_check_idempotency_key(c->idempotency_key)) {
+		snprintf(msg, msglen, "Idempotency-Key must be 1-255 printable ASCII characters");
+		return API_EBADREQ;
+	}
+	return 0;
+}
+
+/* The sandbox created earlier with the same Idempotency-Key, if any. */
+static int find_replay(PGresult **out, PGconn *db, struct api_req *r, const char *key)
+{
+	char tenant[24], sql[1024];
+	const char *params[2] = { tenant, key };
+	PGresult *res = NULL;
+	int err;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
+		 " WHERE s.tenant_id = $1 AND s.idempotency_key = $2", api_sandbox_cols);
+	if ((err = orc_pg_query(&res, db, sql, 2, params)) < 0)
+		return err;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return ORC_ENOTFOUND;
+	}
+	*out = res;
+	return 0;
+}
+
+static char *event_data(const struct create_req *c)
+{
+	json_object *o = json_object_new_object();
+	char *s;
+
+	json_object_object_add(o, "image", json_object_new_string(c->image));
+	json_object_object_add(o, "cpu", json_object_new_string(c->cpu));
+	json_object_object_add(o, "memory", json_object_new_string(c->memory));
+	json_object_object_add(o, "block_network", json_object_new_boolean(c->block_network));
+	json_object_object_add(o, "timeout", json_object_new_int64(c->timeout));
+	if (c->labels)
+		json_object_object_add(o, "labels", json_object_get(c->labels));
+	s = xstrdup(orc_json_str(o, NULL));
+	json_object_put(o);
+	return s;
+}
+
+static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct create_req *c,
+		  const char *id)
+{
+	char tenant[24], cpu_m[24], mem_b[24], timeout[24], ttl[24], idle[24], token[65];
+	char *data = event_data(c), *sql;
+	const char *params[19];
+	int err;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	snprintf(cpu_m, sizeof(cpu_m), "%lld", (long long)c->cpu_millis);
+	snprintf(mem_b, sizeof(mem_b), "%lld", (long long)c->memory_bytes);
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)c->timeout);
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)c->ttl);
+	snprintf(idle, sizeof(idle), "%lld", (long long)c->idle);
+	orc_random_hex(token, 32);
+	params[0] = id;
+	params[1] = tenant;
+	params[2] = c->image;
+	params[3] = c->cpu;
+	params[4] = c->memory;
+	params[5] = cpu_m;
+	params[6] = mem_b;
+	params[7] = c->block_network ? "true" : "false";
+	params[8] = c->labels ? orc_json_str(c->labels, NULL) : "{}";
+	params[9] = c->env ? orc_json_str(c->env, NULL) : "{}";
+	params[10] = c->workdir;
+	params[11] = timeout;
+	params[12] = c->ttl ? ttl : NULL;
+	params[13] = c->idle ? idle : NULL;
+	params[14] = token;
+	params[15] = r->key_id;
+	params[16] = c->idempotency_key;
+	params[17] = data;
+	params[18] = r->request_id;
+	sql = xasprintf(
+		"WITH s AS (INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis,"
+		" memory_bytes, block_network, labels, env, workdir, timeout_seconds, ttl_seconds,"
+		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11, $12, $13, $14,"
+		" $15, $16::bigint, $17) RETURNING *),"
+		" e AS (INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
+		" SELECT s.id, s.tenant_id, 'sandbox.create', $18::jsonb, $16::bigint, nullif($19, '')"
+		" FROM s)"
+		" SELECT %s FROM s JOIN tenants t ON t.id = s.tenant_id", api_sandbox_cols);
+	err = orc_pg_query(out, db, sql, 19, params);
+	free(sql);
+	free(data);
+	return err;
+}
+
+int api_sandbox_create(struct api_req *r)
+{
+	struct create_req c;
+	json_object *body;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	char msg[512], genid[9];
+	int err, attempt;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = parse_create(&c, r, body, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
+		goto done;
+	for (attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
+		const char *id = c.sandbox_id;
+		if (!id) {
+			orc_random_hex(genid, 4);
+			id = genid;
+		}
+		err = insert(&res, db, r, &c, id);
+		if (err != ORC_ECONFLICT)
+			break;
+		/* A concurrent request with our Idempotency-Key won the race? */
+		if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
+			break;
+		err = ORC_ECONFLICT;
+		if (c.sandbox_id)
+			break;
+	}
+done:
+	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ECONFLICT)
+		return api_reply_error(r, err, "sandbox \"%s\" already exists",
+				       c.sandbox_id ? c.sandbox_id : "(generated)");
+	if (err < 0)
+		return api_reply_error(r, err, "cannot create the sandbox");
+	api_own_pg(r, res);
+	orc_log(ORC_LOG_INFO, "sandbox created", "sandbox_id", PQgetvalue(res, 0, 0),
+		"request_id", r->request_id, NULL);
+	return api_reply_json(r, 200, api_own_json(r, api_sandbox_view(res, 0)));
+}

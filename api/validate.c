@@ -1,0 +1,174 @@
+/*
+ * Validation of the JSON fields shared by several routes (labels, env,
+ * paths, commands). Each check returns 0 or ORC_EINVALID with a message in
+ * msg that names the field and what was expected.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "validate.h"
+
+static int fail(char *msg, size_t msglen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *msg, size_t msglen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, msglen, fmt, ap);
+	va_end(ap);
+	return ORC_EINVALID;
+}
+
+static int has_ctl(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 1;
+	return 0;
+}
+
+/* A JSON string without embedded NUL, at most max bytes. */
+static int plain_string(json_object *v, size_t max)
+{
+	size_t n;
+
+	if (!json_object_is_type(v, json_type_string))
+		return 0;
+	n = (size_t)json_object_get_string_len(v);
+	return n <= max && strlen(json_object_get_string(v)) == n;
+}
+
+static int label_key_ok(const char *k)
+{
+	size_t i, n = strlen(k);
+
+	if (n < 1 || n > API_LABEL_KEY_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = k[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+		if (!alnum && !((c == '-' || c == '_' || c == '.' || c == '/') && i > 0 && i < n - 1))
+			return 0;
+	}
+	return 1;
+}
+
+int api_check_labels(json_object *o, char *msg, size_t msglen)
+{
+	if (json_object_object_length(o) > API_LABELS_MAX)
+		return fail(msg, msglen, "field 'labels' has more than %d entries", API_LABELS_MAX);
+	json_object_object_foreach(o, k, v) {
+		if (!label_key_ok(k))
+			return fail(msg, msglen,
+				    "label key '%.80s' is invalid: 1-63 characters of [A-Za-z0-9._/-], "
+				    "starting and ending with a letter or digit", k);
+		if (!plain_string(v, API_LABEL_VALUE_MAX) ||
+		    has_ctl(json_object_get_string(v), (size_t)json_object_get_string_len(v)))
+			return fail(msg, msglen,
+				    "label '%.80s' must have a string value of at most 256 characters "
+				    "without control characters", k);
+	}
+	return 0;
+}
+
+static int env_name_ok(const char *k)
+{
+	size_t i, n = strlen(k);
+
+	if (n < 1 || n > 256 || (k[0] >= '0' && k[0] <= '9'))
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = k[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+int api_check_env(json_object *o, const char *field, char *msg, size_t msglen)
+{
+	if (json_object_object_length(o) > API_ENV_MAX)
+		return fail(msg, msglen, "field '%s' has more than %d entries", field, API_ENV_MAX);
+	json_object_object_foreach(o, k, v) {
+		if (!env_name_ok(k))
+			return fail(msg, msglen, "environment variable name '%.80s' is invalid in '%s'",
+				    k, field);
+		if (!plain_string(v, API_ENV_VALUE_MAX))
+			return fail(msg, msglen, "environment variable '%.80s' in '%s' must be a string "
+				    "(at most 65536 bytes, no NUL)", k, field);
+	}
+	return 0;
+}
+
+int api_check_path(json_object *v, const char *field, char *msg, size_t msglen)
+{
+	const char *s;
+
+	if (!plain_string(v, API_PATH_MAX))
+		return fail(msg, msglen, "field '%s' must be a string of at most 4096 bytes", field);
+	s = json_object_get_string(v);
+	if (s[0] != '/')
+		return fail(msg, msglen, "field '%s' must be an absolute path", field);
+	return 0;
+}
+
+int api_check_command(json_object *v, char *msg, size_t msglen)
+{
+	size_t i, n;
+
+	if (json_object_is_type(v, json_type_string)) {
+		if (!plain_string(v, API_COMMAND_MAX) || !json_object_get_string_len(v))
+			return fail(msg, msglen, "field 'command' must be a non-empty string of at most "
+				    "1 MiB without NUL bytes");
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_array))
+		return fail(msg, msglen, "field 'command' must be a string or an array of strings");
+	n = json_object_array_length(v);
+	if (n < 1 || n > API_ARGV_MAX)
+		return fail(msg, msglen, "field 'command' must have 1 to 4096 elements");
+	for (i = 0; i < n; i++) {
+		json_object *a = json_object_array_get_idx(v, i);
+		if (!a || !plain_string(a, API_COMMAND_MAX))
+			return fail(msg, msglen, "every element of 'command' must be a string without "
+				    "NUL bytes");
+	}
+	if (!json_object_get_string_len(json_object_array_get_idx(v, 0)))
+		return fail(msg, msglen, "the program name (command[0]) must not be empty");
+	return 0;
+}
+
+int api_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen)
+{
+	json_object *v = NULL;
+	const char *s = NULL;
+	int err;
+
+	if ((err = orc_json_get_str(o, key, &s, msg, msglen)) != 0)
+		return err;
+	json_object_object_get_ex(o, key, &v);
+	if (strlen(s) != (size_t)json_object_get_string_len(v))
+		return fail(msg, msglen, "field '%s' must not contain NUL characters", key);
+	*out = s;
+	return 0;
+}
+
+int api_check_idempotency_key(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n < 1 || n > 255)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+			return 0;
+	return 1;
+}

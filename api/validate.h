@@ -1,0 +1,30 @@
+#ifndef API_VALIDATE_H
+#define API_VALIDATE_H
+#include <stddef.h>
+#include <json-c/json.h>
+/*
+ * Checks of request fields shared by several routes. Each returns 0, or
+ * ORC_EINVALID with a message naming the field and what was expected.
+ */
+#define API_LABELS_MAX 64
+#define API_LABEL_KEY_MAX 63
+#define API_LABEL_VALUE_MAX 256
+#define API_ENV_MAX 1024
+#define API_ENV_VALUE_MAX 65536
+#define API_PATH_MAX 4096
+#define API_COMMAND_MAX (1u << 20)
+#define API_ARGV_MAX 4096
+
+/* orc_json_get_str that also rejects strings with embedded NUL bytes. */
+int api_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen);
+/* labels: an object of at most 64 string values with label-like keys. */
+int api_check_labels(json_object *o, char *msg, size_t msglen);
+/* env: an object of strings with POSIX-ish names. */
+int api_check_env(json_object *o, const char *field, char *msg, size_t msglen);
+/* An absolute path string. */
+int api_check_path(json_object *v, const char *field, char *msg, size_t msglen);
+/* A non-empty string, or a non-empty array of strings (argv). */
+int api_check_command(json_object *v, char *msg, size_t msglen);
+/* Idempotency-Key header value: 1-255 printable ASCII characters. */
+int api_check_idempotency_key(const char *s);
+#endif

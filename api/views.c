@@ -1,0 +1,168 @@
+/*
+ * Rows to JSON: the one place that knows the wire shape of a sandbox and of
+ * a job. Queries select api_sandbox_cols / api_job_cols (in this order) and
+ * hand the result here.
+ *
+ * Times: a sandbox's created_at (and ready_at, last_heartbeat_at) is an
+ * ISO-8601 UTC string ending in "Z"; a job's times are Unix epoch seconds as
+ * floats, as in Orchard.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "json.h"
+
+#define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+#define EPOCH(col) "extract(epoch FROM " col ")::float8"
+
+/* Sandbox queries alias sandboxes as s and tenants as t. */
+const char api_sandbox_cols[] =
+	"s.id, t.name, s.image, s.driver_handle, s.block_network, s.cpu, s.memory, "
+	ISO("s.created_at") ", s.state, s.state_message, s.timeout_seconds, s.labels, "
+	"s.env, s.workdir, s.ttl_seconds, s.idle_timeout_seconds, " ISO("s.ready_at") ", "
+	ISO("s.last_heartbeat_at") ", s.driver";
+
+enum {
+	S_ID, S_NAMESPACE, S_IMAGE, S_POD, S_BLOCK_NET, S_CPU, S_MEMORY, S_CREATED, S_STATE,
+	S_MESSAGE, S_TIMEOUT, S_LABELS, S_ENV, S_WORKDIR, S_TTL, S_IDLE, S_READY_AT,
+	S_HEARTBEAT, S_DRIVER,
+};
+
+_Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
+
+/* Job queries alias jobs as j. */
+const char api_job_cols[] =
+	"j.id, j.sandbox_id, j.command, j.status, j.stdout, j.stderr, j.exit_code, "
+	EPOCH("j.created_at") ", " EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
+	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
+	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds";
+
+enum {
+	J_ID, J_SANDBOX, J_COMMAND, J_STATUS, J_STDOUT, J_STDERR, J_EXIT, J_CREATED,
+	J_STARTED, J_COMPLETED, J_ERROR, J_TIMED_OUT, J_SIGNAL, J_STDOUT_BYTES,
+	J_STDERR_BYTES, J_STDOUT_TRUNC, J_STDERR_TRUNC, J_KIND, J_CWD, J_TIMEOUT,
+};
+
+_Static_assert(J_STATUS == API_JOB_COL_STATUS, "api.h knows where status is");
+
+const char *api_sandbox_status(const char *state)
+{
+	if (!strcmp(state, "pending") || !strcmp(state, "ready") || !strcmp(state, "failed"))
+		return state;
+	return "deleted"; /* deleting, deleted: only seen on an idempotent replay */
+}
+
+static json_object *col_str(PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	return json_object_new_string(PQgetvalue(res, row, col));
+}
+
+static json_object *col_int(PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	return json_object_new_int64(strtoll(PQgetvalue(res, row, col), NULL, 10));
+}
+
+static json_object *col_bool(PGresult *res, int row, int col)
+{
+	return json_object_new_boolean(!PQgetisnull(res, row, col) &&
+				       PQgetvalue(res, row, col)[0] == 't');
+}
+
+/* A float8 column as a JSON number, keeping PostgreSQL's exact digits. */
+static json_object *col_float(PGresult *res, int row, int col)
+{
+	const char *v;
+
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	v = PQgetvalue(res, row, col);
+	return json_object_new_double_s(strtod(v, NULL), v);
+}
+
+/* A jsonb column (trusted: written by us). */
+static json_object *col_json(PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	return json_tokener_parse(PQgetvalue(res, row, col));
+}
+
+/* A bytea column (text format, hex) as a JSON string; "" when NULL. */
+static json_object *col_text_bytes(PGresult *res, int row, int col)
+{
+	unsigned char *bytes;
+	json_object *o;
+	size_t n = 0;
+
+	if (PQgetisnull(res, row, col))
+		return json_object_new_string("");
+	bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, row, col), &n);
+	if (!bytes)
+		return json_object_new_string("");
+	o = orc_json_new_text((const char *)bytes, n);
+	PQfreemem(bytes);
+	return o;
+}
+
+json_object *api_sandbox_view(PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+	const char *state = PQgetvalue(res, row, S_STATE);
+	json_object *labels = col_json(res, row, S_LABELS), *env = col_json(res, row, S_ENV);
+
+	json_object_object_add(o, "sandbox_id", col_str(res, row, S_ID));
+	json_object_object_add(o, "namespace", col_str(res, row, S_NAMESPACE));
+	json_object_object_add(o, "image", col_str(res, row, S_IMAGE));
+	json_object_object_add(o, "pod_name", PQgetisnull(res, row, S_POD)
+			       ? json_object_new_string("") : col_str(res, row, S_POD));
+	json_object_object_add(o, "block_network", col_bool(res, row, S_BLOCK_NET));
+	json_object_object_add(o, "cpu", col_str(res, row, S_CPU));
+	json_object_object_add(o, "memory", col_str(res, row, S_MEMORY));
+	json_object_object_add(o, "timeout", col_int(res, row, S_TIMEOUT));
+	json_object_object_add(o, "created_at", col_str(res, row, S_CREATED));
+	json_object_object_add(o, "ready", json_object_new_boolean(!strcmp(state, "ready")));
+	json_object_object_add(o, "status", json_object_new_string(api_sandbox_status(state)));
+	json_object_object_add(o, "status_message", PQgetisnull(res, row, S_MESSAGE)
+			       ? json_object_new_string("") : col_str(res, row, S_MESSAGE));
+	json_object_object_add(o, "labels", labels ? labels : json_object_new_object());
+	json_object_object_add(o, "env", env ? env : json_object_new_object());
+	json_object_object_add(o, "workdir", col_str(res, row, S_WORKDIR));
+	json_object_object_add(o, "ttl_seconds", col_int(res, row, S_TTL));
+	json_object_object_add(o, "idle_timeout_seconds", col_int(res, row, S_IDLE));
+	json_object_object_add(o, "ready_at", col_str(res, row, S_READY_AT));
+	json_object_object_add(o, "last_heartbeat_at", col_str(res, row, S_HEARTBEAT));
+	json_object_object_add(o, "driver", col_str(res, row, S_DRIVER));
+	return o;
+}
+
+json_object *api_job_view(PGresult *res, int row)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "job_id", col_str(res, row, J_ID));
+	json_object_object_add(o, "sandbox_id", col_str(res, row, J_SANDBOX));
+	json_object_object_add(o, "command", col_json(res, row, J_COMMAND));
+	json_object_object_add(o, "status", col_str(res, row, J_STATUS));
+	json_object_object_add(o, "stdout", col_text_bytes(res, row, J_STDOUT));
+	json_object_object_add(o, "stderr", col_text_bytes(res, row, J_STDERR));
+	json_object_object_add(o, "exit_code", col_int(res, row, J_EXIT));
+	json_object_object_add(o, "created_at", col_float(res, row, J_CREATED));
+	json_object_object_add(o, "started_at", col_float(res, row, J_STARTED));
+	json_object_object_add(o, "completed_at", col_float(res, row, J_COMPLETED));
+	json_object_object_add(o, "error", col_str(res, row, J_ERROR));
+	json_object_object_add(o, "timed_out", col_bool(res, row, J_TIMED_OUT));
+	json_object_object_add(o, "signal", col_int(res, row, J_SIGNAL));
+	json_object_object_add(o, "stdout_bytes", col_int(res, row, J_STDOUT_BYTES));
+	json_object_object_add(o, "stderr_bytes", col_int(res, row, J_STDERR_BYTES));
+	json_object_object_add(o, "stdout_truncated", col_bool(res, row, J_STDOUT_TRUNC));
+	json_object_object_add(o, "stderr_truncated", col_bool(res, row, J_STDERR_TRUNC));
+	json_object_object_add(o, "kind", col_str(res, row, J_KIND));
+	json_object_object_add(o, "cwd", col_str(res, row, J_CWD));
+	json_object_object_add(o, "timeout_seconds", col_int(res, row, J_TIMEOUT));
+	return o;
+}
