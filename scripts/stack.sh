@@ -1,0 +1,611 @@
+#!/usr/bin/env bash
+# The local Orchard stack: PostgreSQL, orchard-api, orchard-controller, nginx.
+#
+#   scripts/stack.sh up     [VAR_DIR]   start everything in the background
+#   scripts/stack.sh run    [VAR_DIR]   the same in the foreground; Ctrl-C stops
+#   scripts/stack.sh down   [VAR_DIR]   stop everything, sandboxes included
+#   scripts/stack.sh status [VAR_DIR]   what is running
+#   scripts/stack.sh nginx-config [VAR_DIR]
+#                       only create TLS material and render and check nginx's
+#                       config (tests/integration/test_nginx.py uses it)
+#
+# VAR_DIR defaults to <repo>/var; the HTTPS port is ORCHARD_PORT (default
+# 8443, or the one the var dir was last started with). Everything the stack
+# writes lives in VAR_DIR; see docs/operations.md for the layout.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${ORCHARD_BIN_DIR:-$REPO/bin}   # override only to try other builds
+
+die() { echo "stack: $*" >&2; exit 1; }
+say() { echo "stack: $*" >&2; }
+
+usage() {
+	echo "usage: $0 up|run|down|status|nginx-config [VAR_DIR]" >&2
+	exit 2
+}
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	usage
+fi
+CMD=$1
+case $CMD in
+up | run | nginx-config) mkdir -p "${2:-$REPO/var}" ;;
+down | status) ;;
+*) usage ;;
+esac
+VAR=${2:-$REPO/var}
+if [ ! -d "$VAR" ]; then
+	say "no stack in \"$VAR\""
+	[ "$CMD" = down ] && exit 0
+	exit 1
+fi
+VAR=$(cd "$VAR" && pwd -P)
+# The path goes into nginx's config, a libpq conninfo and unix socket
+# addresses (at most 107 bytes): keep it plain and short.
+[[ $VAR =~ ^[A-Za-z0-9._/+-]+$ ]] || die "var dir \"$VAR\" must match [A-Za-z0-9._/+-]+"
+[ ${#VAR} -le 64 ] || die "var dir \"$VAR\" is longer than 64 bytes (unix socket paths are limited)"
+
+RUN=$VAR/run
+LOG=$VAR/log
+PGDATA=$VAR/pg
+TLS=$VAR/tls
+NGX=$VAR/nginx
+STATE=$VAR/sandboxes
+API_SOCKET=$RUN/api.sock
+DB_URL="host=$RUN user=orchard dbname=orchard"
+
+ROOT=0
+[ "$(id -u)" -eq 0 ] && ROOT=1
+
+PGBIN=
+find_pgbin() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5 -V -r); do
+		if [ -x "$d/pg_ctl" ] && [ -x "$d/initdb" ]; then
+			PGBIN=$d
+			return 0
+		fi
+	done
+	die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (run scripts/deps.sh)"
+}
+
+NGINX_BIN=$(command -v nginx 2>/dev/null || echo /usr/sbin/nginx)
+
+# ---- process bookkeeping -------------------------------------------------
+
+# pid_alive NAME: 0 when <run>/NAME.pid names a live process running the
+# expected program (so a stale pid reused by something else does not count).
+pid_alive() {
+	local name=$1 pid exe want
+	[ -f "$RUN/$name.pid" ] || return 1
+	pid=$(head -n1 "$RUN/$name.pid" 2>/dev/null | tr -dc 0-9)
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+	case $name in
+	api) want=orchard-api ;;
+	controller) want=orchard-controller ;;
+	nginx) want=nginx ;;
+	postgres) want=postgres ;;
+	*) return 1 ;;
+	esac
+	exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+	[[ $exe == *"$want"* ]] || return 1
+	echo "$pid"
+}
+
+# start_bg NAME LOGFILE CMD...: run CMD in its own session, detached from
+# the terminal and from our stdio, and record its pid. bash starts
+# background commands with SIGINT and SIGQUIT ignored; env restores them so
+# the daemons (and the sandboxes they launch) get normal signal handling.
+start_bg() {
+	local name=$1 logfile=$2
+	shift 2
+	setsid env --default-signal=INT,QUIT "$@" </dev/null >>"$logfile" 2>&1 &
+	local pid=$! i
+	echo "$pid" >"$RUN/$name.pid"
+	# Until it has exec'd, the child is a copy of this shell, which
+	# pid_alive would not recognise.
+	for ((i = 0; i < 100; i++)); do
+		pid_alive "$name" >/dev/null && return 0
+		[ -d "/proc/$pid" ] || return 0
+		sleep 0.02
+	done
+}
+
+# stop_pid NAME SIGNAL GRACE: signal the recorded process, wait up to GRACE
+# seconds, then SIGKILL.
+stop_pid() {
+	local name=$1 sig=$2 grace=$3 pid i
+	if ! pid=$(pid_alive "$name"); then
+		rm -f "$RUN/$name.pid"
+		return 0
+	fi
+	say "stopping $name (pid $pid)"
+	kill "-$sig" "$pid" 2>/dev/null || true
+	for ((i = 0; i < grace * 10; i++)); do
+		[ -d "/proc/$pid" ] || break
+		# a zombie child of ours (run mode) counts as gone
+		[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
+		sleep 0.1
+	done
+	if [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
+		say "$name did not stop in ${grace}s, killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+	rm -f "$RUN/$name.pid"
+}
+
+# ---- var dir, PostgreSQL --------------------------------------------------
+
+as_pg() {
+	if [ "$ROOT" -eq 1 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+check_traversable() {
+	# PostgreSQL (as the postgres user), nginx workers and the sandboxes run
+	# under other identities than root and must reach files in the var dir.
+	local u
+	[ "$ROOT" -eq 1 ] || return 0
+	for u in postgres nobody; do
+		id "$u" >/dev/null 2>&1 || die "the system user \"$u\" does not exist (is postgresql installed? run scripts/deps.sh)"
+		if ! runuser -u "$u" -- test -x "$VAR"; then
+			die "user \"$u\" cannot reach \"$VAR\" (a parent directory is not world-searchable, e.g. /root is 0700). Use a var dir elsewhere (scripts/stack.sh $CMD /srv/orchard) or make the parents searchable (chmod o+x)."
+		fi
+	done
+}
+
+make_dirs() {
+	mkdir -p "$RUN" "$LOG" "$TLS" "$NGX/tmp" "$STATE"
+	chmod 0755 "$VAR" "$RUN" "$LOG" "$NGX" "$STATE"
+	chmod 0755 "$TLS"   # ca.crt is for everyone; the keys are 0600
+	if [ "$ROOT" -eq 1 ]; then
+		# PostgreSQL puts its socket and lock file into run/
+		chown postgres "$RUN"
+		touch "$LOG/postgres.log"
+		chown postgres "$LOG/postgres.log"
+	fi
+}
+
+pg_init() {
+	if [ -f "$PGDATA/PG_VERSION" ]; then
+		return 0
+	fi
+	say "initialising PostgreSQL cluster in $PGDATA"
+	rm -rf "$PGDATA"
+	mkdir -p "$PGDATA"
+	chmod 0700 "$PGDATA"
+	[ "$ROOT" -eq 1 ] && chown postgres "$PGDATA"
+	as_pg "$PGBIN/initdb" -D "$PGDATA" -U orchard --auth=trust -E UTF8 \
+		--locale=C.UTF-8 --no-sync >>"$LOG/postgres-init.log" 2>&1 ||
+		die "initdb failed; see $LOG/postgres-init.log"
+	# Only the private unix socket: no TCP at all.
+	as_pg tee -a "$PGDATA/postgresql.conf" >/dev/null <<-EOF
+
+		# orchard (scripts/stack.sh)
+		listen_addresses = ''
+		unix_socket_directories = '$RUN'
+		unix_socket_permissions = 0700
+		max_connections = 200
+		shared_buffers = 128MB
+		fsync = on
+		log_min_messages = warning
+		log_line_prefix = '%m [%p] %q%u@%d '
+	EOF
+}
+
+pg_start() {
+	if as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
+		say "postgres already running"
+	else
+		say "starting postgres"
+		as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$LOG/postgres.log" -w -t 60 \
+			-o "-c unix_socket_directories=$RUN" start >/dev/null ||
+			die "PostgreSQL did not start; see $LOG/postgres.log"
+	fi
+	head -n1 "$PGDATA/postmaster.pid" >"$RUN/postgres.pid"
+	if [ -z "$("$PGBIN/psql" -h "$RUN" -U orchard -d postgres -XAtqc \
+		"SELECT 1 FROM pg_database WHERE datname = 'orchard'")" ]; then
+		"$PGBIN/createdb" -h "$RUN" -U orchard orchard
+	fi
+}
+
+pg_stop() {
+	[ -n "$PGBIN" ] || find_pgbin
+	if [ -f "$PGDATA/postmaster.pid" ] &&
+		as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
+		say "stopping postgres"
+		as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -m fast -w -t 60 stop >/dev/null ||
+			say "pg_ctl stop failed; see $LOG/postgres.log"
+	fi
+	rm -f "$RUN/postgres.pid"
+}
+
+psql_q() {
+	"$PGBIN/psql" -h "$RUN" -U orchard -d orchard -XAtqv ON_ERROR_STOP=1 -c "$1"
+}
+
+# ---- schema, first tenant and key ---------------------------------------
+
+need_bin() {
+	local b
+	for b in "$@"; do
+		[ -x "$BIN/$b" ] || die "$BIN/$b is missing: run make first"
+	done
+}
+
+db_setup() {
+	ORCHARD_DATABASE_URL=$DB_URL "$BIN/orchard-admin" migrate >>"$LOG/admin.log" 2>&1 ||
+		die "orchard-admin migrate failed; see $LOG/admin.log"
+	if [ -s "$VAR/admin.key" ]; then
+		return 0
+	fi
+	if [ -z "$(psql_q "SELECT 1 FROM tenants WHERE name = 'default'")" ]; then
+		ORCHARD_DATABASE_URL=$DB_URL "$BIN/orchard-admin" tenant create default \
+			>>"$LOG/admin.log" 2>&1 ||
+			die "orchard-admin tenant create failed; see $LOG/admin.log"
+	fi
+	local key
+	key=$(ORCHARD_DATABASE_URL=$DB_URL "$BIN/orchard-admin" key create \
+		--tenant default --admin 2>>"$LOG/admin.log") ||
+		die "orchard-admin key create failed; see $LOG/admin.log"
+	key=$(printf '%s' "$key" | tr -d '[:space:]')
+	[ -n "$key" ] || die "orchard-admin key create printed no key"
+	(umask 077 && printf '%s\n' "$key" >"$VAR/admin.key.tmp")
+	mv "$VAR/admin.key.tmp" "$VAR/admin.key"
+	say "created tenant \"default\" and an admin key ($VAR/admin.key)"
+}
+
+# ---- TLS ----------------------------------------------------------------
+
+tls_setup() {
+	if [ -s "$TLS/ca.crt" ] && [ -s "$TLS/server.crt" ] && [ -s "$TLS/server.key" ]; then
+		return 0
+	fi
+	say "creating a local CA and server certificate in $TLS"
+	(
+		umask 077
+		cd "$TLS"
+		openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+			-keyout ca.key -out ca.crt -days 3650 -subj "/CN=Orchard local CA" \
+			-addext "basicConstraints=critical,CA:TRUE" \
+			-addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-addext "subjectKeyIdentifier=hash" 2>/dev/null
+		openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+			-keyout server.key -out server.csr -subj "/CN=localhost" 2>/dev/null
+		cat >server.ext <<-EOF
+			basicConstraints=critical,CA:FALSE
+			keyUsage=critical,digitalSignature,keyEncipherment
+			extendedKeyUsage=serverAuth
+			subjectAltName=DNS:localhost,IP:127.0.0.1
+			subjectKeyIdentifier=hash
+			authorityKeyIdentifier=keyid,issuer
+		EOF
+		openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+			-out server.crt -days 825 -extfile server.ext 2>/dev/null
+		rm -f server.csr server.ext ca.srl
+		chmod 0644 ca.crt server.crt
+	) || die "creating TLS material failed"
+}
+
+# ---- nginx --------------------------------------------------------------
+
+sed_escape() { printf '%s' "$1" | sed -e 's/[\\|&]/\\&/g'; }
+
+render_nginx() {
+	local daemon=$1 user_line out workers=${ORCHARD_NGINX_WORKERS:-auto}
+	[[ $workers =~ ^(auto|[1-9][0-9]{0,2})$ ]] ||
+		die "ORCHARD_NGINX_WORKERS \"$workers\" must be auto or a number"
+	if [ "$ROOT" -eq 1 ]; then
+		if id www-data >/dev/null 2>&1; then
+			user_line="user www-data;"
+		else
+			user_line="user nobody;"
+		fi
+	else
+		user_line="# not root: workers run as $(id -un)"
+	fi
+	cp "$REPO/nginx/fastcgi_common.conf" "$REPO/nginx/fastcgi_request.conf" "$NGX/"
+	out=$NGX/orchard.conf
+	sed -e "s|@USER_LINE@|$(sed_escape "$user_line")|g" \
+		-e "s|@DAEMON@|$daemon|g" \
+		-e "s|@WORKERS@|$workers|g" \
+		-e "s|@PREFIX@|$(sed_escape "$NGX")|g" \
+		-e "s|@RUN_DIR@|$(sed_escape "$RUN")|g" \
+		-e "s|@LOG_DIR@|$(sed_escape "$LOG")|g" \
+		-e "s|@PORT@|$PORT|g" \
+		-e "s|@API_SOCKET@|$(sed_escape "$API_SOCKET")|g" \
+		-e "s|@TLS_CERT@|$(sed_escape "$TLS/server.crt")|g" \
+		-e "s|@TLS_KEY@|$(sed_escape "$TLS/server.key")|g" \
+		"$REPO/nginx/orchard.conf.in" >"$out.tmp"
+	if grep -q '@[A-Z_]*@' "$out.tmp"; then
+		die "unrendered placeholder in $out.tmp: $(grep -o '@[A-Z_]*@' "$out.tmp" | head -n1)"
+	fi
+	mv "$out.tmp" "$out"
+}
+
+nginx_cmd() {
+	"$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" -e "$LOG/nginx-error.log" "$@"
+}
+
+nginx_start() {
+	# daemon off: nginx stays the process start_bg started, in both modes.
+	render_nginx off
+	local out
+	out=$(nginx_cmd -t -q 2>&1) || {
+		printf '%s\n' "$out" | tee -a "$LOG/nginx-error.log" >&2
+		die "nginx rejected $NGX/orchard.conf"
+	}
+	local pid
+	if pid=$(pid_alive nginx); then
+		# Pick up a changed config (port, paths) without a restart.
+		say "nginx already running (pid $pid); reloading its config"
+		kill -HUP "$pid"
+		return 0
+	fi
+	say "starting nginx on https://127.0.0.1:$PORT"
+	# nginx writes nginx.pid itself; with daemon off it is the pid we start.
+	start_bg nginx "$LOG/nginx-error.log" "$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" \
+		-e "$LOG/nginx-error.log"
+}
+
+# ---- orchard processes --------------------------------------------------
+
+api_start() {
+	local pid i
+	if pid=$(pid_alive api); then
+		say "orchard-api already running (pid $pid)"
+		return 0
+	fi
+	say "starting orchard-api on $API_SOCKET"
+	rm -f "$API_SOCKET"
+	start_bg api "$LOG/api.log" env ORCHARD_DATABASE_URL="$DB_URL" \
+		ORCHARD_API_SOCKET="$API_SOCKET" "$BIN/orchard-api"
+	for ((i = 0; i < 100; i++)); do
+		[ -S "$API_SOCKET" ] && return 0
+		pid_alive api >/dev/null || break
+		sleep 0.1
+	done
+	tail -n 20 "$LOG/api.log" >&2 || true
+	die "orchard-api did not create $API_SOCKET; see $LOG/api.log"
+}
+
+controller_start() {
+	local pid
+	if pid=$(pid_alive controller); then
+		say "orchard-controller already running (pid $pid)"
+		return 0
+	fi
+	# Sandboxes run as an unprivileged user who may not reach the checkout
+	# (say, under /root); the var dir is checked to be reachable, so the
+	# agent is copied there (atomically: running sandboxes keep theirs).
+	mkdir -p "$VAR/bin"
+	cp "$BIN/orchard-agent" "$VAR/bin/.orchard-agent.tmp"
+	chmod 0755 "$VAR/bin" "$VAR/bin/.orchard-agent.tmp"
+	mv -f "$VAR/bin/.orchard-agent.tmp" "$VAR/bin/orchard-agent"
+	say "starting orchard-controller (sandboxes in $STATE)"
+	start_bg controller "$LOG/controller.log" env ORCHARD_DATABASE_URL="$DB_URL" \
+		ORCHARD_STATE_DIR="$STATE" ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent" \
+		"$BIN/orchard-controller"
+}
+
+wait_healthy() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		if curl -fsS --max-time 2 --cacert "$TLS/ca.crt" \
+			"https://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+			return 0
+		fi
+		pid_alive nginx >/dev/null || {
+			tail -n 20 "$LOG/nginx-error.log" >&2 || true
+			die "nginx exited; see $LOG/nginx-error.log"
+		}
+		pid_alive api >/dev/null || {
+			tail -n 20 "$LOG/api.log" >&2 || true
+			die "orchard-api exited; see $LOG/api.log"
+		}
+		sleep 0.2
+	done
+	die "https://127.0.0.1:$PORT/health did not answer in 30 s; see $LOG/"
+}
+
+write_env() {
+	local key
+	key=$(cat "$VAR/admin.key")
+	(umask 077 && cat >"$VAR/env.tmp" <<-EOF
+		# Written by scripts/stack.sh up; source it: . $VAR/env
+		export ORCHARD_URL=https://127.0.0.1:$PORT
+		export ORCHARD_API_KEY=$key
+		export ORCHARD_CACERT=$TLS/ca.crt
+		export ORCHARD_DATABASE_URL='$DB_URL'
+	EOF
+	)
+	mv "$VAR/env.tmp" "$VAR/env"
+	echo "$PORT" >"$VAR/port"
+}
+
+what_now() {
+	local envf=$VAR/env stop="scripts/stack.sh down $VAR"
+	if [ "$VAR" = "$REPO/var" ]; then
+		envf=var/env
+		stop="make down"
+	fi
+	cat <<-EOF
+
+		Orchard is up at https://127.0.0.1:$PORT (logs in $LOG/).
+		What now:
+		  . $envf
+		  bin/orchardctl create host --wait          # prints a sandbox id
+		  bin/orchardctl exec ID -- echo hi
+		  bin/orchardctl rm ID
+		  curl --cacert \$ORCHARD_CACERT -H "X-API-Key: \$ORCHARD_API_KEY" \$ORCHARD_URL/sandboxes
+		Stop it all with: $stop
+	EOF
+}
+
+# ---- commands -----------------------------------------------------------
+
+pick_port() {
+	if [ -n "${ORCHARD_PORT:-}" ]; then
+		PORT=$ORCHARD_PORT
+	elif [ -s "$VAR/port" ]; then
+		PORT=$(tr -dc 0-9 <"$VAR/port")
+	else
+		PORT=8443
+	fi
+	[[ $PORT =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] ||
+		die "ORCHARD_PORT \"$PORT\" is not a port number"
+}
+
+cmd_up() {
+	need_bin orchard-admin orchard-api orchard-controller orchard-agent
+	command -v openssl >/dev/null || die "openssl is missing (run scripts/deps.sh)"
+	command -v curl >/dev/null || die "curl is missing (run scripts/deps.sh)"
+	[ -x "$NGINX_BIN" ] || die "nginx is missing (run scripts/deps.sh)"
+	find_pgbin
+	pick_port
+	make_dirs
+	check_traversable
+	pg_init
+	pg_start
+	db_setup
+	tls_setup
+	api_start
+	controller_start
+	nginx_start
+	wait_healthy
+	write_env
+}
+
+# Sandboxes outlive the controller by design, so down kills them here: every
+# process whose command line names this stack's sandbox directory (the
+# bubblewrap launchers), with all their descendants.
+sandbox_pids() {
+	local roots f pid stat rest ppid p changed=1
+	# The pattern goes through a file so grep's own command line lacks it.
+	roots=$(grep -laF -f <(printf '%s\n' "$STATE/") /proc/[0-9]*/cmdline 2>/dev/null |
+		sed -e 's|^/proc/||' -e 's|/cmdline$||' || true)
+	[ -n "$roots" ] || return 0
+	declare -A parent=() in=()
+	for f in /proc/[0-9]*/stat; do
+		pid=${f#/proc/}
+		pid=${pid%/stat}
+		{ read -r stat <"$f"; } 2>/dev/null || continue
+		rest=${stat##*) }          # after "pid (comm) ": state ppid ...
+		read -r _ ppid _ <<<"$rest"
+		parent[$pid]=$ppid
+	done
+	for p in $roots; do
+		[ "$p" = "$$" ] || [ "$p" = "$BASHPID" ] || in[$p]=1
+	done
+	while [ $changed -eq 1 ]; do
+		changed=0
+		for p in "${!parent[@]}"; do
+			if [ -z "${in[$p]:-}" ] && [ -n "${in[${parent[$p]}]:-}" ]; then
+				in[$p]=1
+				changed=1
+			fi
+		done
+	done
+	echo "${!in[@]}"
+}
+
+kill_sandboxes() {
+	local pids i
+	pids=$(sandbox_pids)
+	[ -n "$pids" ] || return 0
+	say "stopping sandbox processes: $pids"
+	# shellcheck disable=SC2086
+	kill -TERM $pids 2>/dev/null || true
+	for ((i = 0; i < 30; i++)); do
+		pids=$(sandbox_pids)
+		[ -n "$pids" ] || return 0
+		sleep 0.1
+	done
+	# shellcheck disable=SC2086
+	kill -KILL $pids 2>/dev/null || true
+	for ((i = 0; i < 30; i++)); do
+		[ -n "$(sandbox_pids)" ] || return 0
+		sleep 0.1
+	done
+	say "sandbox processes still running: $(sandbox_pids)"
+}
+
+cmd_down() {
+	[ -d "$RUN" ] || { say "nothing to stop in $VAR"; return 0; }
+	stop_pid nginx QUIT 10
+	stop_pid controller TERM 10
+	stop_pid api TERM 10
+	kill_sandboxes
+	if [ -f "$PGDATA/PG_VERSION" ]; then
+		pg_stop
+	fi
+	rm -f "$API_SOCKET"
+}
+
+cmd_status() {
+	local name pid rc=0
+	for name in postgres api controller nginx; do
+		if pid=$(pid_alive "$name"); then
+			printf '%-11s running (pid %s)\n' "$name" "$pid"
+		else
+			printf '%-11s stopped\n' "$name"
+			rc=1
+		fi
+	done
+	printf '%-11s %s\n' sandboxes "$(sandbox_pids | wc -w) processes"
+	if [ -s "$VAR/port" ]; then
+		PORT=$(cat "$VAR/port")
+		if curl -fsS --max-time 2 --cacert "$TLS/ca.crt" \
+			"https://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+			printf '%-11s https://127.0.0.1:%s/health answers\n' health "$PORT"
+		else
+			printf '%-11s https://127.0.0.1:%s/health does not answer\n' health "$PORT"
+			rc=1
+		fi
+	fi
+	return $rc
+}
+
+cmd_run() {
+	trap 'echo >&2; say "stopping"; cmd_down; exit 0' INT TERM HUP
+	trap 'cmd_down' EXIT
+	cmd_up
+	what_now
+	say "running in the foreground; Ctrl-C stops everything"
+	local name
+	while :; do
+		for name in api controller nginx postgres; do
+			if ! pid_alive "$name" >/dev/null; then
+				say "$name exited; stopping the rest (see $LOG/)"
+				exit 1
+			fi
+		done
+		sleep 1
+	done
+}
+
+cmd_nginx_config() {
+	pick_port
+	make_dirs
+	tls_setup
+	render_nginx off
+	nginx_cmd -t -q || die "nginx rejected $NGX/orchard.conf"
+	echo "$NGX/orchard.conf"
+}
+
+case $CMD in
+nginx-config) cmd_nginx_config ;;
+up)
+	cmd_up
+	what_now
+	;;
+run) cmd_run ;;
+down) cmd_down ;;
+status) cmd_status ;;
+*) usage ;;
+esac

@@ -1,0 +1,64 @@
+"""Fixtures shared by the integration tests.
+
+`stack` is one whole Orchard stack (PostgreSQL, orchard-api,
+orchard-controller, nginx) for the test session, started by the production
+script in a fresh temporary directory on a free port, and torn down after.
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from stack import Stack, log_tails  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def stack():
+    s = Stack()
+    try:
+        s.up()
+    except Exception as e:
+        r = s.down()
+        s.remove()
+        pytest.fail("could not start the stack: %s\n(down: %s)" % (e, r.stderr), pytrace=False)
+    yield s
+    r = s.down()
+    if r.returncode != 0:
+        print("stack.sh down failed: %s\n%s" % (r.stderr, log_tails(s.var)), file=sys.stderr)
+    s.remove()
+
+
+@pytest.fixture(scope="session")
+def admin(stack):
+    """A requests session with the stack's admin key (tenant "default")."""
+    return stack.session()
+
+
+@pytest.fixture(scope="session")
+def other(stack):
+    """A requests session for a second tenant."""
+    return stack.session(key=stack.new_tenant_key("tenant-b"))
+
+
+@pytest.fixture(scope="session")
+def sandbox(stack, admin):
+    """One ready `host` sandbox of tenant "default", shared by exec tests."""
+    r = admin.post(stack.url + "/sandboxes", json={"image": "host"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    info = stack.wait_ready(admin, sid)
+    assert info.get("ready") is True or info.get("status") == "ready", info
+    yield sid
+    admin.delete("%s/sandboxes/%s" % (stack.url, sid))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A failed test that used the stack shows the ends of the stack's logs.
+    outcome = yield
+    report = outcome.get_result()
+    st = getattr(item, "funcargs", {}).get("stack")
+    if report.failed and report.when == "call" and st is not None:
+        report.sections.append(("orchard logs (%s)" % st.var, log_tails(st.var, lines=15)))

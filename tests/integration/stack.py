@@ -1,0 +1,206 @@
+"""Start and stop a whole Orchard stack for the integration tests.
+
+The tests use exactly the production scripts: `scripts/stack.sh up DIR`
+with ORCHARD_PORT set to a free port, and `scripts/stack.sh down DIR`.
+Everything lives in a fresh temporary directory that is removed afterwards
+(kept when ORCHARD_TEST_KEEP=1, to read the logs).
+"""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import requests
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(REPO, "bin")
+STACK_SH = os.path.join(REPO, "scripts", "stack.sh")
+PSQL = "/usr/bin/psql"
+
+# Generous: a sandbox wait or a sanitizer build can be slow.
+HTTP_TIMEOUT = 120
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_tmpdir(prefix="orc-"):
+    # /tmp and short: the path ends up in unix socket addresses (<= 107
+    # bytes), agent sockets under <dir>/sandboxes/<id>/run/ included.
+    d = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    os.chmod(d, 0o755)  # PostgreSQL, nginx workers and sandboxes must reach it
+    return d
+
+
+def log_tails(var, lines=30):
+    """The ends of the stack's logs, for a failure message."""
+    out = []
+    logdir = os.path.join(var, "log")
+    if not os.path.isdir(logdir):
+        return ""
+    for name in sorted(os.listdir(logdir)):
+        path = os.path.join(logdir, name)
+        try:
+            with open(path, "rb") as f:
+                tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+        except OSError:
+            continue
+        out.append("==> %s <==\n%s" % (path, "\n".join(tail)))
+    return "\n".join(out)
+
+
+def processes_referencing(text):
+    """Pids of processes whose command line mentions text (not ourselves)."""
+    found = []
+    needle = text.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if needle in cmdline:
+            found.append((int(pid), cmdline.replace(b"\0", b" ").decode("utf-8", "replace")))
+    return found
+
+
+class Stack:
+    """A running stack: url, cacert, admin key, database url and helpers."""
+
+    def __init__(self, var=None):
+        self.var = var or make_tmpdir()
+        self.port = free_port()
+        self.url = "https://127.0.0.1:%d" % self.port
+        self.cacert = os.path.join(self.var, "tls", "ca.crt")
+        self.run_dir = os.path.join(self.var, "run")
+        self.database_url = "host=%s user=orchard dbname=orchard" % self.run_dir
+        self.admin_key = None
+        self.started = False
+
+    # -- lifecycle --------------------------------------------------------
+
+    def _script(self, cmd, timeout):
+        env = dict(os.environ, ORCHARD_PORT=str(self.port))
+        return subprocess.run([STACK_SH, cmd, self.var], env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def up(self):
+        self.started = True
+        try:
+            r = self._script("up", timeout=300)
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError("stack.sh up timed out\n%s\n%s" % (e.stderr, log_tails(self.var)))
+        if r.returncode != 0:
+            raise RuntimeError("stack.sh up failed (exit %d)\nstdout:\n%s\nstderr:\n%s\n%s" % (
+                r.returncode, r.stdout, r.stderr, log_tails(self.var)))
+        with open(os.path.join(self.var, "admin.key")) as f:
+            self.admin_key = f.read().strip()
+        return self
+
+    def down(self):
+        r = self._script("down", timeout=120)
+        return r
+
+    def remove(self):
+        if os.environ.get("ORCHARD_TEST_KEEP") == "1":
+            return
+        shutil.rmtree(self.var, ignore_errors=True)
+
+    # -- helpers ----------------------------------------------------------
+
+    def env(self, key=None):
+        """Environment for orchardctl against this stack."""
+        return dict(os.environ, ORCHARD_URL=self.url, ORCHARD_API_KEY=key or self.admin_key,
+                    ORCHARD_CACERT=self.cacert, ORCHARD_DATABASE_URL=self.database_url)
+
+    def session(self, key=None, bearer=False):
+        """A requests session that trusts the stack's CA and sends a key."""
+        s = requests.Session()
+        s.verify = self.cacert
+        # REQUESTS_CA_BUNDLE or a proxy in the environment must not apply.
+        s.trust_env = False
+        key = self.admin_key if key is None else key
+        if key:
+            if bearer:
+                s.headers["Authorization"] = "Bearer " + key
+            else:
+                s.headers["X-API-Key"] = key
+        s.request = _with_timeout(s.request)
+        return s
+
+    def anonymous(self):
+        return self.session(key="")
+
+    def psql(self, sql):
+        """Run one SQL statement; rows as lists of strings."""
+        r = subprocess.run([PSQL, self.database_url, "-XAtq", "-v", "ON_ERROR_STOP=1",
+                            "-F", "\t", "-c", sql],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError("psql failed: %s" % r.stderr)
+        return [line.split("\t") for line in r.stdout.splitlines() if line != ""]
+
+    def scalar(self, sql):
+        rows = self.psql(sql)
+        return rows[0][0] if rows else None
+
+    def counts(self):
+        """Row counts of the tables a request could write to."""
+        row = self.psql("SELECT (SELECT count(*) FROM sandboxes), (SELECT count(*) FROM jobs),"
+                        " (SELECT count(*) FROM tenants), (SELECT count(*) FROM api_keys)")[0]
+        return dict(zip(("sandboxes", "jobs", "tenants", "api_keys"), map(int, row)))
+
+    def admin(self, *args, check=True):
+        r = subprocess.run([os.path.join(BIN, "orchard-admin")] + list(args),
+                           env=self.env(), capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        if check and r.returncode != 0:
+            raise RuntimeError("orchard-admin %s failed (%d): %s" % (
+                " ".join(args), r.returncode, r.stderr))
+        return r
+
+    def new_tenant_key(self, tenant, admin=False):
+        """Create tenant (if needed) and a key for it; returns the key."""
+        if self.scalar("SELECT 1 FROM tenants WHERE name = '%s'" % tenant) is None:
+            self.admin("tenant", "create", tenant)
+        args = ["key", "create", "--tenant", tenant] + (["--admin"] if admin else [])
+        key = self.admin(*args).stdout.strip()
+        assert key and "\n" not in key, "key create must print only the key, got %r" % key
+        return key
+
+    def orchardctl(self, *args, key=None, timeout=HTTP_TIMEOUT):
+        return subprocess.run([os.path.join(BIN, "orchardctl")] + list(args),
+                              env=self.env(key), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, session, sandbox_id, timeout=90):
+        """GET /sandboxes/{id}/wait; returns the final sandbox object."""
+        r = session.get("%s/sandboxes/%s/wait" % (self.url, sandbox_id),
+                        params={"timeout": timeout}, timeout=timeout + 30)
+        assert r.status_code == 200, "wait: %d %s" % (r.status_code, r.text)
+        return r.json()
+
+    def wait_for(self, predicate, timeout=30, interval=0.2, what="condition"):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+            time.sleep(interval)
+
+
+def _with_timeout(request):
+    def wrapped(method, url, **kw):
+        kw.setdefault("timeout", HTTP_TIMEOUT)
+        return request(method, url, **kw)
+    return wrapped

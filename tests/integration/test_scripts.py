@@ -1,0 +1,99 @@
+"""scripts/stack.sh itself: `up` twice is harmless, `down` leaves nothing.
+
+Uses a second stack of its own (the session's `stack` fixture must keep
+running for the other tests).
+"""
+import os
+import subprocess
+import time
+
+import pytest
+
+from stack import STACK_SH, Stack, log_tails, processes_referencing
+
+
+def read_pids(var):
+    pids = {}
+    run = os.path.join(var, "run")
+    for name in ("postgres", "api", "controller", "nginx"):
+        with open(os.path.join(run, name + ".pid")) as f:
+            pids[name] = int(f.read().split()[0])
+    return pids
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def own_stack():
+    s = Stack()
+    try:
+        s.up()
+    except Exception as e:
+        s.down()
+        s.remove()
+        pytest.fail("could not start the stack: %s" % e, pytrace=False)
+    yield s
+    s.down()
+    s.remove()
+
+
+def test_up_twice_is_harmless_and_down_leaves_no_process(own_stack):
+    st = own_stack
+    env_file = os.path.join(st.var, "env")
+    with open(env_file) as f:
+        env = f.read()
+    for name in ("ORCHARD_URL", "ORCHARD_API_KEY", "ORCHARD_CACERT", "ORCHARD_DATABASE_URL"):
+        assert "export %s=" % name in env, env
+    assert "ORCHARD_URL=%s\n" % st.url in env
+    assert "ORCHARD_API_KEY=%s\n" % st.admin_key in env
+    assert os.stat(os.path.join(st.var, "admin.key")).st_mode & 0o077 == 0
+
+    # the env file is sourceable and names a working stack
+    r = subprocess.run(["bash", "-c", ". %s && curl -fsS --cacert \"$ORCHARD_CACERT\" "
+                        "-H \"X-API-Key: $ORCHARD_API_KEY\" \"$ORCHARD_URL/sandboxes\"" % env_file],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+    # a running sandbox, which outlives the controller by design
+    s = st.session()
+    r = s.post(st.url + "/sandboxes", json={"image": "host"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    st.wait_ready(s, sid)
+    sandbox_dir = os.path.join(st.var, "sandboxes", sid)
+    assert processes_referencing(sandbox_dir), "no process for sandbox %s" % sid
+
+    pids = read_pids(st.var)
+    up2 = st.up()  # again: nothing restarts, nothing is re-created
+    assert read_pids(up2.var) == pids
+    assert up2.admin_key == st.admin_key
+    assert st.counts()["api_keys"] == 1 and st.counts()["tenants"] == 1
+    r = subprocess.run([STACK_SH, "status", st.var], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    r = st.down()
+    assert r.returncode == 0, r.stderr + log_tails(st.var)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (
+            processes_referencing(st.var) or any(alive(p) for p in pids.values())):
+        time.sleep(0.1)
+    left = processes_referencing(st.var)
+    assert not left, "still running after down: %s" % left
+    assert not [n for n, p in pids.items() if alive(p)], pids
+
+    r = subprocess.run([STACK_SH, "status", st.var], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout
+    # down twice is harmless too
+    assert st.down().returncode == 0
+
+
+def test_deps_check_passes_here():
+    r = subprocess.run([os.path.join(os.path.dirname(STACK_SH), "deps.sh"), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
