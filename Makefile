@@ -63,10 +63,13 @@ cli_LIBS = $(LIBS_common)
 admin_SRC = $(wildcard cli/admin/*.c)
 admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
 
+bench_SRC = $(wildcard bench/*.c)
+bench_LIBS = $(LIBS_common)
+
 UNIT_SRC = $(wildcard tests/unit/*.c)
 UNIT_OBJ = $(UNIT_SRC:%.c=$(OBJDIR)/%.o)
 
-ALL_OBJ = $(LIB_OBJ) $(UNIT_OBJ) $(foreach m,api controller agent cli admin,$($(m)_SRC:%.c=$(OBJDIR)/%.o))
+ALL_OBJ = $(LIB_OBJ) $(UNIT_OBJ) $(foreach m,api controller agent cli admin bench,$($(m)_SRC:%.c=$(OBJDIR)/%.o))
 
 all: $(PROGRAMS) ## build every binary into bin/
 
@@ -87,6 +90,7 @@ $(eval $(call program,orchard-controller,controller))
 $(eval $(call program,orchard-agent,agent))
 $(eval $(call program,orchardctl,cli))
 $(eval $(call program,orchard-admin,admin))
+$(eval $(call program,orchard-bench,bench))
 
 bin/unit-tests: $(UNIT_OBJ) $(LIB_A) .flavour
 	@mkdir -p bin
@@ -121,11 +125,16 @@ run: ## start the whole local stack in the foreground; Ctrl-C stops it
 down: ## stop what `make up` started
 	@scripts/stack.sh down
 
+bench: ## run the benchmarks (bench/README.md) and print their figures
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all bin/orchard-bench
+	@bench/run.sh
+
 clean: ## remove build products (keeps var/)
 	rm -rf build build-san bin .flavour
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
 
-.PHONY: all deps unit test test-san up run down clean help
+.PHONY: all deps unit test test-san up run down bench clean help
 -include $(ALL_OBJ:.o=.d)

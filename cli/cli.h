@@ -95,6 +95,8 @@ int cli_config_save(const char *path, json_object *file);
 json_object *cli_config_context(json_object *file, const char *name);
 const char *cli_config_current(json_object *file);
 int cli_context_name_ok(const char *name);
+/* 1-1024 printable ASCII characters, no spaces: safe in a header. */
+int cli_api_key_ok(const char *key);
 /* "orch_0123456789ab_****": a key that shows which it is, not its secret. */
 void cli_mask_key(char *out, size_t outlen, const char *key);
 
@@ -252,6 +254,6 @@ extern const char create_usage[], ls_usage[], get_usage[], describe_usage[], wai
 	jobs_ls_usage[], jobs_cancel_usage[], jobs_logs_usage[];
 extern const struct option create_opts[], ls_opts[], get_opts[], describe_opts[], wait_opts[],
 	rm_opts[], heartbeat_opts[], exec_opts[], common_opts[], completion_opts[],
-	config_set_context_opts[], config_view_opts[], jobs_get_opts[], jobs_wait_opts[],
+	config_set_context_opts[], config_get_contexts_opts[], config_view_opts[], jobs_get_opts[], jobs_wait_opts[],
 	jobs_ls_opts[], jobs_logs_opts[];
 #endif

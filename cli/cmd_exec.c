@@ -1,14 +1,17 @@
 /*
- * orchardctl exec ID [--timeout S] [--cwd DIR] [-e K=V]... -- CMD [ARG...]
+ * orchardctl exec ID [flags] -- CMD [ARG...]
  *
- * The command goes as an argv array (never through a shell), with
- * wait: true and an Idempotency-Key, so the one retry after a connection
- * failure cannot run it twice. Its stdout and stderr are written to ours
- * byte for byte and its exit status becomes ours.
+ * The command goes as an argv array (never through a shell; with --login as
+ * one bash script), with wait: true and an Idempotency-Key, so a retry
+ * after a connection failure cannot run it twice. Its stdout and stderr are
+ * written to ours byte for byte and its exit status becomes ours. stdin,
+ * when it is not a terminal, is read to its end and sent along.
  */
-#include <getopt.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "err.h"
@@ -19,255 +22,253 @@
 #define EXEC_TIMEOUT_MAX_S 86400
 /* How long past the command's own timeout we wait for the server. */
 #define EXEC_MARGIN_S 60
-#define JOB_WAIT_S 60
-#define EXIT_TIMED_OUT 124
+/* The API's limit on one command's stdin. */
+#define STDIN_MAX ((size_t)8 << 20)
 
 const char exec_usage[] =
-	"usage: orchardctl exec ID [--timeout S] [--cwd DIR] [-e K=V]... -- CMD [ARG...]\n"
+	"usage: orchardctl exec ID [--timeout S] [-w DIR] [-e K=V]... [--login]\n"
+	"                          [--detach] [-n] -- CMD [ARG...]\n"
 	"\n"
 	"Run CMD with its arguments in sandbox ID (directly, not through a shell),\n"
 	"write its stdout and stderr to ours and exit with its exit status.\n"
 	"When it runs past its timeout it is killed and orchardctl exits 124.\n"
+	"When stdin is not a terminal it is sent to the command (up to 8 MiB of\n"
+	"UTF-8 text).\n"
 	"\n"
-	"  --timeout S    kill the command after S seconds (default 300)\n"
-	"  --cwd DIR      working directory (default /workspace)\n"
-	"  -e, --env K=V  set an environment variable (repeatable)\n"
-	"\n"
-	"Examples:\n"
-	"  orchardctl exec demo -- echo hi\n"
-	"  orchardctl exec demo -- sh -c 'ls /workspace | wc -l'\n"
-	"  orchardctl exec demo --timeout 10 -e DEBUG=1 --cwd /tmp -- make test\n";
+	"  --timeout S        kill the command after S seconds (or 10m, 1h; default 300)\n"
+	"  -w, --workdir DIR  working directory (default: the sandbox's, /workspace)\n"
+	"  --cwd DIR          the same as --workdir\n"
+	"  -e, --env K=V      set an environment variable (repeatable)\n"
+	"  --login            run through bash as a login shell that reads ~/.bashrc;\n"
+	"                     one ARG is a script, several are quoted and joined\n"
+	"  -d, --detach       do not wait: print the job id (see `orchardctl jobs`)\n"
+	"  -n, --no-stdin     do not read stdin (like ssh -n, for loops over stdin)\n";
 
-enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE, OPT_CWD };
+enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE, OPT_LOGIN };
 
-static int text_arg_ok(const char *s)
+const struct option exec_opts[] = {
+	CLI_COMMON_OPTIONS,
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "cwd", required_argument, NULL, 'w' },
+	{ "workdir", required_argument, NULL, 'w' },
+	{ "env", required_argument, NULL, 'e' },
+	{ "login", no_argument, NULL, OPT_LOGIN },
+	{ "detach", no_argument, NULL, 'd' },
+	{ "no-stdin", no_argument, NULL, 'n' },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct exec_args {
+	const char *id, *cwd;
+	int64_t timeout;             /* 0: the server's default */
+	int login, detach, no_stdin;
+	json_object *env;            /* NULL: none */
+	int cmd_start;               /* argv index of CMD */
+};
+
+/*
+ * "+": options stop at the first non-option. The first one is ID; options
+ * may follow it; then "--" or the first non-option starts CMD.
+ */
+static int parse_args(struct exec_args *a, struct cli_config *cfg, int argc, char **argv)
 {
-	return orc_utf8_valid(s, strlen(s));
-}
+	int opt;
 
-static int add_env(json_object *env, const char *kv)
-{
-	const char *eq = strchr(kv, '=');
-	char *key;
-
-	if (!eq || eq == kv || !text_arg_ok(kv))
-		return ORC_EINVALID;
-	key = xstrndup(kv, (size_t)(eq - kv));
-	json_object_object_add(env, key, json_object_new_string(eq + 1));
-	free(key);
+	optind = 0;
+	for (;;) {
+		while ((opt = getopt_long(argc, argv, "+e:w:dn", exec_opts, NULL)) != -1) {
+			switch (opt) {
+			case OPT_TIMEOUT:
+				if (cli_parse_duration(&a->timeout, optarg, 1, EXEC_TIMEOUT_MAX_S) < 0)
+					return cli_usage_error(exec_usage, "exec: --timeout wants 1s to 1d, not \"%s\"",
+							       optarg);
+				break;
+			case 'w':
+				if (!*optarg || !orc_utf8_valid(optarg, strlen(optarg)))
+					return cli_usage_error(exec_usage, "exec: invalid --workdir");
+				a->cwd = optarg;
+				break;
+			case 'e':
+				if (!a->env)
+					a->env = json_object_new_object();
+				if (cli_kv_add(a->env, optarg) < 0)
+					return cli_usage_error(exec_usage, "exec: -e wants K=V, not \"%s\"", optarg);
+				break;
+			case OPT_LOGIN: a->login = 1; break;
+			case 'd': a->detach = 1; break;
+			case 'n': a->no_stdin = 1; break;
+			default:
+				if (cli_common_option(cfg, opt, optarg) < 0)
+					return cli_bad_option(exec_usage);
+			}
+		}
+		if (a->id || optind >= argc || !strcmp(argv[optind - 1], "--"))
+			break;
+		a->id = argv[optind++];
+	}
+	if (!a->id)
+		return cli_usage_error(exec_usage, "exec: expected a sandbox ID and a command");
+	if (optind >= argc)
+		return cli_usage_error(exec_usage, "exec: expected a command after the ID (exec %s -- CMD...)",
+				       a->id);
+	for (a->cmd_start = optind; optind < argc; optind++)
+		if (!orc_utf8_valid(argv[optind], strlen(argv[optind])))
+			return cli_usage_error(exec_usage, "exec: argument %d is not valid UTF-8", optind);
 	return 0;
 }
 
-static int job_is_done(json_object *job)
+/* 'it'\''s' for bash, unless every byte is plainly safe. */
+static void shell_quote(struct orc_buf *b, const char *arg)
 {
-	const char *st = cli_field_text(job, "status");
+	const char *p;
 
-	return strcmp(st, "queued") && strcmp(st, "running");
-}
-
-/* Write a JSON string field's bytes (embedded NULs included) to f. */
-static int write_stream(FILE *f, json_object *job, const char *key)
-{
-	json_object *v;
-	size_t n;
-
-	if (!json_object_object_get_ex(job, key, &v) || !json_object_is_type(v, json_type_string))
-		return 0;
-	n = (size_t)json_object_get_string_len(v);
-	if (n && fwrite(json_object_get_string(v), 1, n, f) != n)
-		return ORC_ERROR;
-	return fflush(f) ? ORC_ERROR : 0;
-}
-
-static void warn_truncated(json_object *job, const char *stream)
-{
-	char flag[32], count[32];
-	json_object *v;
-
-	snprintf(flag, sizeof(flag), "%s_truncated", stream);
-	snprintf(count, sizeof(count), "%s_bytes", stream);
-	if (json_object_object_get_ex(job, flag, &v) && json_object_get_boolean(v))
-		cli_error("%s was truncated by the server (%s bytes produced)", stream,
-			  cli_field_text(job, count));
-}
-
-/* Poll GET /v1/jobs/{id}/wait until the job finished; *job is replaced. */
-static int job_wait(json_object **job, const struct cli_config *cfg)
-{
-	struct cli_request req = { "GET", NULL, NULL, NULL, JOB_WAIT_S + 30 };
-	char suffix[32];
-	const char *id = cli_field_text(*job, "job_id");
-	char *jid, *path = NULL;
-	json_object *next;
-	int err = 0;
-
-	if (!strcmp(id, "-")) {
-		cli_error("the server did not finish the command and gave no job_id to wait on");
-		return ORC_ERROR;
+	if (*arg && strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-") ==
+	    strlen(arg)) {
+		orc_buf_adds(b, arg);
+		return;
 	}
-	jid = xstrdup(id);
-	snprintf(suffix, sizeof(suffix), "/wait?timeout=%d", JOB_WAIT_S);
-	path = cli_path("/v1/jobs", jid, suffix);
-	req.path = path;
-	while (!job_is_done(*job)) {
-		next = NULL;
-		if ((err = cli_call(&next, cfg, &req)) < 0)
-			break;
-		if (!json_object_is_type(next, json_type_object)) {
-			json_object_put(next);
-			cli_error("unexpected response while waiting for job %s", jid);
-			err = ORC_ERROR;
-			break;
+	orc_buf_addc(b, '\'');
+	for (p = arg; *p; p++) {
+		if (*p == '\'')
+			orc_buf_adds(b, "'\\''");
+		else
+			orc_buf_addc(b, *p);
+	}
+	orc_buf_addc(b, '\'');
+}
+
+static json_object *command_json(const struct exec_args *a, int argc, char **argv)
+{
+	struct orc_buf script = ORC_BUF_INIT;
+	json_object *cmd;
+	int i;
+
+	if (!a->login) {
+		cmd = json_object_new_array();
+		for (i = a->cmd_start; i < argc; i++)
+			json_object_array_add(cmd, json_object_new_string(argv[i]));
+		return cmd;
+	}
+	/* login_shell applies to string commands: one bash script. */
+	if (argc - a->cmd_start == 1)
+		return json_object_new_string(argv[a->cmd_start]);
+	for (i = a->cmd_start; i < argc; i++) {
+		if (i > a->cmd_start)
+			orc_buf_addc(&script, ' ');
+		shell_quote(&script, argv[i]);
+	}
+	cmd = json_object_new_string_len(orc_buf_cstr(&script), (int)script.len);
+	orc_buf_release(&script);
+	return cmd;
+}
+
+/* Our stdin to its end, when it is open and not a terminal. 1: none to send. */
+static int read_stdin(struct orc_buf *out)
+{
+	char chunk[65536];
+	ssize_t n;
+
+	if (fcntl(STDIN_FILENO, F_GETFD) < 0 || isatty(STDIN_FILENO))
+		return 1;
+	orc_buf_init(out, STDIN_MAX);
+	for (;;) {
+		n = read(STDIN_FILENO, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			cli_error("read() stdin failed: %s", strerror(errno));
+			return ORC_ERROR;
 		}
-		json_object_put(*job);
-		*job = next;
+		if (n == 0)
+			break;
+		if (orc_buf_add(out, chunk, (size_t)n) < 0) {
+			cli_error("stdin is larger than %zu MiB, the most one command takes; put the data in "
+				  "a file in the sandbox instead, or pass -n to send no stdin", STDIN_MAX >> 20);
+			return ORC_ETOOBIG;
+		}
 	}
-	free(path);
-	free(jid);
-	return err;
+	if (!orc_utf8_valid(out->ptr ? out->ptr : "", out->len)) {
+		cli_error("stdin is not UTF-8 text, and the API carries stdin as a JSON string; "
+			  "base64-encode binary data (or pass -n to send no stdin)");
+		return ORC_EINVALID;
+	}
+	return 0;
 }
 
-/* The job's outcome as our exit status; output first, then any message. */
-static int job_finish(json_object *job, long timeout_s)
+static json_object *request_body(const struct exec_args *a, json_object *cmd, const struct orc_buf *in,
+				 int have_stdin)
 {
-	json_object *v;
-	int64_t code;
-	int timed_out = 0;
+	json_object *body = json_object_new_object();
 
-	if (write_stream(stdout, job, "stdout") < 0 || write_stream(stderr, job, "stderr") < 0) {
-		cli_error("writing the command's output failed");
-		return CLI_FAIL;
-	}
-	warn_truncated(job, "stdout");
-	warn_truncated(job, "stderr");
-	if (json_object_object_get_ex(job, "timed_out", &v) && json_object_get_boolean(v))
-		timed_out = 1;
-	if (timed_out) {
-		if (json_object_object_get_ex(job, "timeout_seconds", &v) &&
-		    json_object_is_type(v, json_type_int))
-			timeout_s = (long)json_object_get_int64(v);
-		cli_error("command timed out after %lds", timeout_s);
-		return EXIT_TIMED_OUT;
-	}
-	if (json_object_object_get_ex(job, "exit_code", &v) && json_object_is_type(v, json_type_int)) {
-		code = json_object_get_int64(v);
-		return code >= 0 && code <= 255 ? (int)code : CLI_FAIL;
-	}
-	cli_error("the command did not run: %s",
-		  strcmp(cli_field_text(job, "error"), "-") ? cli_field_text(job, "error") :
-		  cli_field_text(job, "status"));
-	return CLI_FAIL;
+	json_object_object_add(body, "command", cmd);
+	json_object_object_add(body, "wait", json_object_new_boolean(!a->detach));
+	if (a->timeout)
+		json_object_object_add(body, "timeout_seconds", json_object_new_int64(a->timeout));
+	if (a->cwd)
+		json_object_object_add(body, "cwd", json_object_new_string(a->cwd));
+	if (a->env)
+		json_object_object_add(body, "env", json_object_get(a->env));
+	if (a->login)
+		json_object_object_add(body, "login_shell", json_object_new_boolean(1));
+	if (have_stdin)
+		json_object_object_add(body, "stdin", json_object_new_string_len(in->ptr ? in->ptr : "",
+										 (int)in->len));
+	return body;
 }
 
 int cmd_exec(struct cli_config *cfg, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		CLI_COMMON_OPTIONS,
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "cwd", required_argument, NULL, OPT_CWD },
-		{ "env", required_argument, NULL, 'e' },
-		{ NULL, 0, NULL, 0 },
-	};
+	struct exec_args a = { NULL, NULL, 0, 0, 0, 0, NULL, 0 };
+	struct orc_buf in = ORC_BUF_INIT;
 	char idem[33];
-	struct cli_request req = { "POST", NULL, NULL, idem, 0 };
-	json_object *body = json_object_new_object(), *env = json_object_new_object();
-	json_object *cmd = json_object_new_array(), *job = NULL;
-	const char *id = NULL, *cwd = NULL;
-	int64_t timeout = 0;
+	struct cli_request req = { "POST", NULL, NULL, idem, 0, NULL, NULL };
+	json_object *body = NULL, *job = NULL;
 	char *path = NULL;
-	int opt, rc = CLI_USAGE, have_env = 0;
+	int rc, have_stdin = 0;
 
-	/*
-	 * "+": options stop at the first non-option. The first one is ID;
-	 * options may follow it; then "--" or the first non-option starts CMD.
-	 */
-	optind = 0;
-	for (;;) {
-		while ((opt = getopt_long(argc, argv, "+e:", opts, NULL)) != -1) {
-			switch (opt) {
-			case OPT_TIMEOUT:
-				if (orc_parse_i64(&timeout, optarg, 1, EXEC_TIMEOUT_MAX_S) < 0) {
-					rc = cli_usage_error(exec_usage, "exec: --timeout wants seconds (1-%d), not \"%s\"",
-							     EXEC_TIMEOUT_MAX_S, optarg);
-					goto done;
-				}
-				break;
-			case OPT_CWD:
-				if (!*optarg || !text_arg_ok(optarg)) {
-					rc = cli_usage_error(exec_usage, "exec: invalid --cwd");
-					goto done;
-				}
-				cwd = optarg;
-				break;
-			case 'e':
-				if (add_env(env, optarg) < 0) {
-					rc = cli_usage_error(exec_usage, "exec: -e wants K=V, not \"%s\"", optarg);
-					goto done;
-				}
-				have_env = 1;
-				break;
-			default:
-				if (cli_common_option(cfg, opt, optarg) < 0) {
-					rc = cli_bad_option(exec_usage);
-					goto done;
-				}
-			}
-		}
-		if (id || optind >= argc || !strcmp(argv[optind - 1], "--"))
-			break;
-		id = argv[optind++];
-	}
-	if (!id) {
-		rc = cli_usage_error(exec_usage, "exec: expected a sandbox ID and a command");
+	if ((rc = parse_args(&a, cfg, argc, argv)) != 0 || (rc = cli_config_check(cfg)) != 0)
 		goto done;
-	}
-	if (optind >= argc) {
-		rc = cli_usage_error(exec_usage, "exec: expected a command after the ID (exec %s -- CMD...)", id);
-		goto done;
-	}
-	for (; optind < argc; optind++) {
-		if (!text_arg_ok(argv[optind])) {
-			rc = cli_usage_error(exec_usage, "exec: argument %d is not valid UTF-8", optind);
+	rc = CLI_FAIL;
+	if (!a.no_stdin) {
+		int err = read_stdin(&in);
+		if (err < 0)
 			goto done;
-		}
-		json_object_array_add(cmd, json_object_new_string(argv[optind]));
+		have_stdin = err == 0;
 	}
-	if ((rc = cli_config_check(cfg)) != 0)
-		goto done;
-
-	json_object_object_add(body, "command", json_object_get(cmd));
-	json_object_object_add(body, "wait", json_object_new_boolean(1));
-	if (timeout)
-		json_object_object_add(body, "timeout_seconds", json_object_new_int64(timeout));
-	if (cwd)
-		json_object_object_add(body, "cwd", json_object_new_string(cwd));
-	if (have_env)
-		json_object_object_add(body, "env", json_object_get(env));
-	if (!timeout)
-		timeout = EXEC_DEFAULT_TIMEOUT_S;
+	body = request_body(&a, command_json(&a, argc, argv), &in, have_stdin);
 	cli_new_idempotency_key(idem);
-	path = cli_path("/v1/sandboxes", id, "/exec");
+	path = cli_path("/v1/sandboxes", a.id, "/exec");
 	req.path = path;
 	req.body = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-	req.timeout_s = (long)timeout + EXEC_MARGIN_S;
+	if (!a.timeout)
+		a.timeout = EXEC_DEFAULT_TIMEOUT_S;
+	req.timeout_s = a.detach ? 60 : (long)a.timeout + EXEC_MARGIN_S;
 
-	rc = CLI_FAIL;
 	if (cli_call(&job, cfg, &req) < 0)
 		goto done;
-	if (!json_object_is_type(job, json_type_object)) {
-		cli_error("unexpected response to exec: not an object");
+	if (!json_object_is_type(job, json_type_object) || !strcmp(cli_field_text(job, "job_id"), "-")) {
+		cli_error("unexpected response to exec: no job");
+		goto done;
+	}
+	if (a.detach) {
+		printf("%s\n", cli_field_text(job, "job_id"));
+		rc = CLI_OK;
 		goto done;
 	}
 	/* The server's wait may give up before the command ends. */
-	if (!job_is_done(job) && job_wait(&job, cfg) < 0)
+	if (!cli_job_is_done(job) && cli_job_wait(&job, cfg, 0) < 0)
 		goto done;
-	rc = job_finish(job, (long)timeout);
+	if (cli_job_write_output(job) < 0)
+		goto done;
+	rc = cli_job_exit_status(job, (long)a.timeout);
 done:
 	if (job)
 		json_object_put(job);
-	json_object_put(cmd);
-	json_object_put(env);
-	json_object_put(body);
+	if (body)
+		json_object_put(body);
+	if (a.env)
+		json_object_put(a.env);
+	orc_buf_release(&in);
 	free(path);
 	return rc;
 }

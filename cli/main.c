@@ -105,6 +105,11 @@ int cli_config_check(struct cli_config *cfg)
 		cli_error("the server URL \"%s\" must start with https:// or http://", cfg->url);
 		return CLI_USAGE;
 	}
+	if (cfg->api_key && !cli_api_key_ok(cfg->api_key)) {
+		cli_error("the API key has characters an API key cannot have (spaces or control "
+			  "characters?): check ORCHARD_API_KEY, --api-key or the context");
+		return CLI_USAGE;
+	}
 	return 0;
 }
 

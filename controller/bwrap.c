@@ -90,7 +90,16 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 {
 	size_t i;
 
+	if (s->timeout_bin && s->hard_deadline_s > 0) {
+		ctl_strv_push(a, s->timeout_bin);
+		ctl_strv_push(a, "--foreground");  /* signal bwrap only, not our group */
+		push3(a, "-s", "KILL", NULL);
+		ctl_strv_pushf(a, "%llds", (long long)s->hard_deadline_s);
+	}
 	ctl_strv_push(a, s->bwrap);
+	/* The sandbox dies with bwrap, and bwrap with its parent (timeout). */
+	if (s->timeout_bin && s->hard_deadline_s > 0)
+		ctl_strv_push(a, "--die-with-parent");
 	/* Namespaces: root inside is the unprivileged sandbox uid outside. */
 	ctl_strv_push(a, "--unshare-user");
 	ctl_strv_push(a, "--disable-userns");

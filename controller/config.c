@@ -32,6 +32,7 @@ static const char usage[] =
 	"  --sandbox-uid UID       host uid of sandboxes     (ORCHARD_SANDBOX_UID, default 65534;\n"
 	"  --sandbox-gid GID       host gid of sandboxes     (ORCHARD_SANDBOX_GID)  root only)\n"
 	"  --sweep-interval-ms MS  full reconcile period     (ORCHARD_SWEEP_INTERVAL_MS, default 2000)\n"
+	"  --pids-max N            tasks per sandbox         (ORCHARD_SANDBOX_PIDS_MAX, default 1024)\n"
 	"  --help                  show this and exit\n"
 	"\n"
 	"Logs are JSON lines on stderr (ORCHARD_LOG_LEVEL=debug|info|warn|error).\n"
@@ -39,7 +40,7 @@ static const char usage[] =
 	"leader lock is lost (a supervisor is expected to restart it).\n";
 
 enum {
-	OPT_DB = 1, OPT_STATE, OPT_AGENT, OPT_BWRAP, OPT_UID, OPT_GID, OPT_SWEEP, OPT_HELP,
+	OPT_DB = 1, OPT_STATE, OPT_AGENT, OPT_BWRAP, OPT_UID, OPT_GID, OPT_SWEEP, OPT_PIDS, OPT_HELP,
 };
 
 static const struct option options[] = {
@@ -50,6 +51,7 @@ static const struct option options[] = {
 	{ "sandbox-uid", required_argument, NULL, OPT_UID },
 	{ "sandbox-gid", required_argument, NULL, OPT_GID },
 	{ "sweep-interval-ms", required_argument, NULL, OPT_SWEEP },
+	{ "pids-max", required_argument, NULL, OPT_PIDS },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -156,7 +158,7 @@ static int check(struct ctl_config *cfg)
 
 int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 {
-	int64_t uid = 65534, gid = 65534, sweep = 2000;
+	int64_t uid = 65534, gid = 65534, sweep = 2000, pids = 1024;
 	const char *v;
 	char *bwrap = NULL;
 	int c, err;
@@ -173,6 +175,12 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	if ((v = getenv("ORCHARD_SWEEP_INTERVAL_MS")) && *v &&
 	    orc_parse_i64(&sweep, v, 10, 3600000) < 0) {
 		fprintf(stderr, "orchard-controller: ORCHARD_SWEEP_INTERVAL_MS \"%s\" must be 10..3600000\n", v);
+		err = ORC_EINVALID;
+		goto done;
+	}
+	if ((v = getenv("ORCHARD_SANDBOX_PIDS_MAX")) && *v &&
+	    orc_parse_i64(&pids, v, 16, 4194304) < 0) {
+		fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_PIDS_MAX \"%s\" must be 16..4194304\n", v);
 		err = ORC_EINVALID;
 		goto done;
 	}
@@ -200,6 +208,14 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 				goto done;
 			}
 			break;
+		case OPT_PIDS:
+			if (orc_parse_i64(&pids, optarg, 16, 4194304) < 0) {
+				fprintf(stderr, "orchard-controller: --pids-max \"%s\" must be 16..4194304\n",
+					optarg);
+				err = ORC_EINVALID;
+				goto done;
+			}
+			break;
 		case OPT_HELP:
 			fputs(usage, stdout);
 			err = 1;
@@ -221,7 +237,9 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		cfg->agent_bin = default_agent_bin();
 	}
 	cfg->bwrap_bin = find_in_path(bwrap && *bwrap ? bwrap : "bwrap");
+	cfg->timeout_bin = find_in_path("timeout");
 	cfg->sweep_interval_ms = sweep;
+	cfg->pids_max = pids;
 	if (geteuid() == 0) {
 		cfg->drop_privileges = 1;
 		cfg->sandbox_uid = (uid_t)uid;
@@ -244,5 +262,6 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->state_dir, NULL);
 	set_str(&cfg->agent_bin, NULL);
 	set_str(&cfg->bwrap_bin, NULL);
+	set_str(&cfg->timeout_bin, NULL);
 	set_str(&cfg->driver, NULL);
 }

@@ -13,6 +13,7 @@ struct ctl_config {
 	char *state_dir;         /* ORCHARD_STATE_DIR / --state-dir (absolute) */
 	char *agent_bin;         /* ORCHARD_AGENT_BIN / --agent-bin (absolute) */
 	char *bwrap_bin;         /* ORCHARD_BWRAP / --bwrap (default "bwrap" in PATH) */
+	char *timeout_bin;       /* coreutils timeout in PATH: the TTL watchdog */
 	char *driver;            /* --driver (default "local") */
 	uid_t sandbox_uid;       /* ORCHARD_SANDBOX_UID (root only; default 65534) */
 	gid_t sandbox_gid;       /* ORCHARD_SANDBOX_GID (root only; default 65534) */
@@ -20,9 +21,13 @@ struct ctl_config {
 	int64_t sweep_interval_ms;   /* ORCHARD_SWEEP_INTERVAL_MS (default 2000) */
 	int64_t health_interval_ms;  /* re-check cadence of pending sandboxes (20) */
 	int64_t health_timeout_ms;   /* per /health call (200) */
+	int64_t default_ttl_s;       /* TTL of rows whose ttl_seconds is NULL (7200) */
+	int64_t heartbeat_timeout_s; /* Orchard's rule: after one heartbeat, at most this
+				      * long without activity (180) */
+	int64_t pids_max;            /* ORCHARD_SANDBOX_PIDS_MAX: tasks per sandbox (1024) */
 };
 
-#define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200 }
+#define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }
 
 /*
  * Fill cfg from the environment, then from argv (flags win). Returns 0,

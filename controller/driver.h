@@ -23,12 +23,14 @@ struct ctl_sandbox {
 	int block_network;
 	int64_t cpu_millis;
 	int64_t memory_bytes;
+	int64_t ttl_left_s;  /* the sandbox must be gone this many seconds from now,
+			      * even if no controller is running (hard deadline) */
 	char *handle;    /* sandboxes.driver_handle (may be NULL) */
 	char *address;   /* sandboxes.agent_address */
 	char *error;     /* why create() failed: becomes state_message */
 };
 
-#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 0, 0, NULL, NULL, NULL }
+#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL }
 void ctl_sandbox_release(struct ctl_sandbox *sb);
 
 struct ctl_driver;

@@ -34,11 +34,15 @@
 
 #define LAUNCH_TIMEOUT_MS 5000
 #define KILL_TIMEOUT_MS 2000
+/* The watchdog fires this long after the TTL, so that a running controller
+ * always gets there first and records why. */
+#define HARD_DEADLINE_GRACE_S 3
 #define SOCK_SUFFIX "/run/agent.sock"
 #define STATE_MARKER ".orchard-state"
 
 struct local {
 	int state_fd;
+	int have_timeout;           /* the TTL watchdog is available */
 	struct ctl_strv layout;
 };
 
@@ -173,6 +177,10 @@ static int local_init(struct ctl_driver *d)
 		err = ORC_ERROR;
 		goto done;
 	}
+	l->have_timeout = access(cfg->timeout_bin, X_OK) == 0;
+	if (!l->have_timeout)
+		orc_log(ORC_LOG_WARN, "coreutils timeout not found: TTLs hold only while a "
+			"controller runs (no per-sandbox watchdog)", NULL);
 	if (!reachable_by(cfg->state_dir, cfg->sandbox_uid, cfg->sandbox_gid, 1)) {
 		orc_logf(ORC_LOG_ERROR, "state dir \"%s\" is not reachable by the sandbox uid %u "
 			 "(every parent directory needs o+x)", cfg->state_dir, (unsigned)cfg->sandbox_uid);
@@ -461,6 +469,8 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		struct ctl_bwrap_spec spec = {
 			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
 			sb->block_network, 3,
+			L(d)->have_timeout ? d->cfg->timeout_bin : NULL,
+			sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 0,
 		};
 		ctl_bwrap_argv(&argv, &spec);
 		free(dir);

@@ -34,9 +34,17 @@ struct ctl_bwrap_spec {
 	const char *agent_bin;      /* host path of orchard-agent */
 	int block_network;
 	int info_fd;                /* fd number bwrap writes its JSON info to */
+	const char *timeout_bin;    /* coreutils timeout, or NULL: no hard deadline */
+	int64_t hard_deadline_s;    /* kill the sandbox this long after launch (> 0) */
 };
 
-/* The whole bwrap command line for one sandbox, agent included. */
+/*
+ * The whole command line for one sandbox, agent included: bwrap, run by
+ * `timeout --foreground -s KILL <hard_deadline_s>s` when timeout_bin is
+ * set. timeout SIGKILLs bwrap at the deadline and bwrap's
+ * --die-with-parent takes the namespace's init (hence the whole sandbox)
+ * with it, whether or not a controller is running.
+ */
 void ctl_bwrap_argv(struct ctl_strv *out, const struct ctl_bwrap_spec *spec);
 
 /* ---- spawn.c ---------------------------------------------------------- */
@@ -49,6 +57,8 @@ struct ctl_spawn {
 	uid_t uid;
 	gid_t gid;
 	int64_t timeout_ms;         /* for bwrap's info JSON */
+	char *const *cgroup_procs;  /* NULL-terminated: cgroup.procs files to join
+				     * before exec (while still privileged); or NULL */
 };
 
 /*

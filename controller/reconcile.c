@@ -51,9 +51,11 @@ struct waiter {
 /* One row of the pass query. */
 struct row {
 	char *id, *state, *image, *token, *handle;
+	char *expired;           /* why its lifetime is over (TTL, idle), or NULL */
 	int block_network;
-	double deadline;
+	double deadline;         /* pending timeout, epoch seconds */
 	int timeout_s;
+	int64_t ttl_left_s;      /* seconds until the TTL (database clock) */
 	int64_t cpu_millis, memory_bytes;
 };
 
@@ -69,10 +71,27 @@ struct rec {
 	int64_t next_sweep_ms;
 };
 
+/*
+ * Lifetimes are judged on the database clock ($2: default TTL, $3: the
+ * heartbeat rule's timeout), so controller and database clocks may differ.
+ * Activity is the latest heartbeat or exec/file call (the API writes both).
+ */
 static const char select_rows[] =
 	"SELECT id, state, image, block_network, agent_token, driver_handle,"
 	" extract(epoch FROM created_at)::float8 + timeout_seconds, timeout_seconds,"
-	" cpu_millis, memory_bytes"
+	" cpu_millis, memory_bytes,"
+	" ceil(extract(epoch FROM created_at + make_interval(secs => COALESCE(ttl_seconds, $2::int))"
+	"  - now()))::bigint,"
+	" CASE WHEN state NOT IN ('pending', 'ready') THEN NULL"
+	"  WHEN now() >= created_at + make_interval(secs => COALESCE(ttl_seconds, $2::int))"
+	"   THEN 'ttl expired after ' || COALESCE(ttl_seconds, $2::int) || 's'"
+	"  WHEN state = 'ready' AND idle_timeout_seconds IS NOT NULL AND now() >="
+	"   GREATEST(last_heartbeat_at, last_activity_at, ready_at) + make_interval(secs => idle_timeout_seconds)"
+	"   THEN 'idle timeout: no activity for ' || idle_timeout_seconds || 's'"
+	"  WHEN state = 'ready' AND last_heartbeat_at IS NOT NULL AND now() >="
+	"   GREATEST(last_heartbeat_at, last_activity_at) + make_interval(secs => $3::int)"
+	"   THEN 'no heartbeat for ' || $3::int || 's'"
+	" END"
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
@@ -87,13 +106,14 @@ static const char transition_sql[] =
 	" UPDATE sandboxes SET state = $3::text,"
 	"  state_message = COALESCE($4::text, state_message),"
 	"  ready_at = CASE WHEN $3::text = 'ready' THEN now() ELSE ready_at END,"
-	"  deleted_at = CASE WHEN $3::text = 'deleted' THEN COALESCE(deleted_at, now()) ELSE deleted_at END,"
+	"  deleted_at = CASE WHEN $3::text IN ('deleting', 'deleted') THEN COALESCE(deleted_at, now())"
+	"   ELSE deleted_at END,"
 	"  driver_handle = COALESCE($5::text, driver_handle),"
 	"  agent_address = COALESCE($6::text, agent_address)"
 	" WHERE id = $1::text AND state = $2::text"
 	" RETURNING id, tenant_id)"
 	" INSERT INTO events (sandbox_id, tenant_id, kind, data)"
-	" SELECT id, tenant_id, 'sandbox.' || $3::text,"
+	" SELECT id, tenant_id, COALESCE($7::text, 'sandbox.' || $3::text),"
 	"  jsonb_strip_nulls(jsonb_build_object('from', $2::text, 'message', $4::text))"
 	" FROM u";
 
@@ -145,16 +165,23 @@ static int db_exec(struct rec *r, const char *sql, int n, const char *const *par
 	return err;
 }
 
-static int transition(struct rec *r, const char *id, const char *from, const char *to,
-		      const char *message, const char *handle, const char *address)
+static int transition_kind(struct rec *r, const char *id, const char *from, const char *to,
+			   const char *message, const char *handle, const char *address,
+			   const char *kind)
 {
-	const char *p[6] = { id, from, to, message, handle, address };
-	int n = db_exec(r, transition_sql, 6, p);
+	const char *p[7] = { id, from, to, message, handle, address, kind };
+	int n = db_exec(r, transition_sql, 7, p);
 
 	if (n > 0)
 		orc_log(to[0] == 'f' ? ORC_LOG_WARN : ORC_LOG_INFO, "sandbox state changed",
 			"sandbox_id", id, "from", from, "to", to, "message", message, NULL);
 	return n;
+}
+
+static int transition(struct rec *r, const char *id, const char *from, const char *to,
+		      const char *message, const char *handle, const char *address)
+{
+	return transition_kind(r, id, from, to, message, handle, address, NULL);
 }
 
 static void collect_notifies(struct rec *r)
@@ -273,6 +300,7 @@ static void launch(struct rec *r, const struct row *row)
 	sb.block_network = row->block_network;
 	sb.cpu_millis = row->cpu_millis;
 	sb.memory_bytes = row->memory_bytes;
+	sb.ttl_left_s = row->ttl_left_s > 0 ? row->ttl_left_s : 1;
 	t0 = orc_mono_ms();
 	if ((err = r->drv->ops->create(r->drv, &sb)) < 0) {
 		fail_sandbox(r, row->id, "pending", sb.error ? sb.error : "launching the sandbox failed",
@@ -312,6 +340,23 @@ static void delete(struct rec *r, const struct row *row)
 		return;
 	}
 	transition(r, row->id, "deleting", "deleted", NULL, NULL, NULL);
+}
+
+/*
+ * TTL, idle timeout or the heartbeat rule ran out: 'deleting' with the
+ * reason (event sandbox.expired), then torn down by this same pass.
+ */
+static void expire(struct rec *r, struct row *row)
+{
+	struct waiter *w;
+
+	if (transition_kind(r, row->id, row->state, "deleting", row->expired, NULL, NULL,
+			    "sandbox.expired") <= 0)
+		return;
+	if ((w = waiter_find(r, row->id)) != NULL)
+		waiter_remove(r, w);
+	free(row->state);
+	row->state = xstrdup("deleting");
 }
 
 static void check_ready(struct rec *r, const struct row *row)
@@ -365,6 +410,7 @@ static void rows_free(struct row *rows, size_t n)
 		free(rows[i].image);
 		free(rows[i].token);
 		free(rows[i].handle);
+		free(rows[i].expired);
 	}
 	free(rows);
 }
@@ -373,7 +419,8 @@ static void rows_free(struct row *rows, size_t n)
 static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 {
 	struct orc_buf sql = ORC_BUF_INIT, arr = ORC_BUF_INIT;
-	const char *p[2] = { r->cfg->driver, NULL };
+	char ttl[24], hb[24];
+	const char *p[4] = { r->cfg->driver, ttl, hb, NULL };
 	PGresult *res = NULL;
 	struct row *rows = NULL;
 	size_t i, n;
@@ -385,14 +432,16 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 		for (i = 0; i < r->notified.n; i++)   /* ids are DNS labels: no quoting */
 			orc_buf_addf(&arr, "%s%s", i ? "," : "", r->notified.v[i]);
 		orc_buf_addc(&arr, '}');
-		p[1] = orc_buf_cstr(&arr);
-		orc_buf_adds(&sql, " AND id = ANY($2::text[])");
+		p[3] = orc_buf_cstr(&arr);
+		orc_buf_adds(&sql, " AND id = ANY($4::text[])");
 	}
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->default_ttl_s);
+	snprintf(hb, sizeof(hb), "%lld", (long long)r->cfg->heartbeat_timeout_s);
 	if (!r->db) {
 		err = ORC_EUNAVAIL;
 		goto done;
 	}
-	if ((err = orc_pg_query(&res, r->db, orc_buf_cstr(&sql), full ? 1 : 2, p)) < 0) {
+	if ((err = orc_pg_query(&res, r->db, orc_buf_cstr(&sql), full ? 3 : 4, p)) < 0) {
 		if (PQstatus(r->db) != CONNECTION_OK)
 			db_drop(r);
 		goto done;
@@ -412,6 +461,8 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 		rows[i].timeout_s = orc_parse_i64(&v, PQgetvalue(res, (int)i, 7), 0, INT32_MAX) == 0 ? (int)v : 0;
 		rows[i].cpu_millis = orc_parse_i64(&v, PQgetvalue(res, (int)i, 8), 0, INT64_MAX) == 0 ? v : 0;
 		rows[i].memory_bytes = orc_parse_i64(&v, PQgetvalue(res, (int)i, 9), 0, INT64_MAX) == 0 ? v : 0;
+		rows[i].ttl_left_s = orc_parse_i64(&v, PQgetvalue(res, (int)i, 10), INT32_MIN, INT32_MAX) == 0 ? v : 0;
+		rows[i].expired = dup_or_null(res, (int)i, 11);
 	}
 	*out = rows;
 	*nout = n;
@@ -436,7 +487,11 @@ static void pass(struct rec *r, int full)
 	r->overflow = 0;
 	if (err < 0)
 		return;
-	/* Launch first: creation latency is what users wait on. */
+	/* Lifetimes first, so an expired row is neither launched nor failed. */
+	for (i = 0; i < n; i++)
+		if (rows[i].expired)
+			expire(r, &rows[i]);
+	/* Then launch: creation latency is what users wait on. */
 	for (i = 0; i < n; i++)
 		if (!strcmp(rows[i].state, "pending"))
 			launch(r, &rows[i]);

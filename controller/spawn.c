@@ -72,6 +72,14 @@ static void child_exec(const struct ctl_spawn *sp, int devnull, int info_w, int 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
+	/* Into the sandbox's cgroups ("0": this process) before anything of
+	 * the sandbox runs, and while we may still write there. */
+	for (char *const *cg = sp->cgroup_procs; cg && *cg; cg++) {
+		int fd = open(*cg, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			child_fail(ERR_FD, 6);
+		close(fd);
+	}
 	if (sp->drop_privileges) {
 		if (setgroups(0, NULL) < 0 || setgid(sp->gid) < 0 || setuid(sp->uid) < 0)
 			child_fail(ERR_FD, 2);
@@ -83,7 +91,7 @@ static void child_exec(const struct ctl_spawn *sp, int devnull, int info_w, int 
 }
 
 static const char *const stage_names[] = {
-	"?", "dup2", "dropping privileges", "no_new_privs", "execve", "fork",
+	"?", "dup2", "dropping privileges", "no_new_privs", "execve", "fork", "joining its cgroup",
 };
 
 /* 0 when exec happened (EOF), ORC_ERROR with the child's report. */
@@ -98,7 +106,7 @@ static int read_exec_status(int fd, const char *prog)
 	while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return 0;
-	if (r == (ssize_t)sizeof(e) && e[0] > 0 && e[0] < 6) {
+	if (r == (ssize_t)sizeof(e) && e[0] > 0 && e[0] < (int)(sizeof(stage_names) / sizeof(*stage_names))) {
 		orc_log(ORC_LOG_ERROR, "sandbox launch failed", "stage", stage_names[e[0]],
 			"program", prog, "error", strerror(e[1]), NULL);
 	} else {
