@@ -1,0 +1,118 @@
+/*
+ * The commands table: dispatch (main.c), `help` and `--help` (help.c),
+ * shell completion (completion.c) and docs/cli.md's reference
+ * (`orchardctl help --markdown`) all come from here, so they cannot drift
+ * apart. Usage texts and option tables live beside each command's code.
+ */
+#include <stddef.h>
+
+#include "cli.h"
+
+const char cli_main_usage[] =
+	"usage: orchardctl [--url URL] [--api-key KEY] [--cacert FILE] [--context NAME]\n"
+	"                  COMMAND [ARGS]\n"
+	"\n"
+	"Configuration, first found wins (docs/cli.md):\n"
+	"  --url URL, --api-key KEY, --cacert FILE   flags (also after COMMAND)\n"
+	"  --context NAME (or $ORCHARD_CONTEXT)      a context of the config file\n"
+	"  $ORCHARD_URL, $ORCHARD_API_KEY, $ORCHARD_CACERT\n"
+	"  the current context of ~/.config/orchard/config ($ORCHARD_CONFIG)\n"
+	"\n"
+	"Exit status: 0 ok, 1 API or network error, 2 usage error;\n"
+	"exec and jobs wait exit with the command's own status (124: it timed out).\n";
+
+static const struct cli_cmd config_cmds[] = {
+	{ "set-context", cmd_config_set_context, "create or update a context", config_set_context_usage,
+	  "  orchardctl config set-context dev --url https://127.0.0.1:8443 \\\n"
+	  "      --api-key \"$ORCHARD_API_KEY\" --cacert var/tls/ca.crt\n"
+	  "  orchardctl config set-context dev --api-key - < key.txt\n",
+	  config_set_context_opts, NULL, CLI_ARG_CONTEXT },
+	{ "use-context", cmd_config_use_context, "make a context the current one", config_use_context_usage,
+	  "  orchardctl config use-context prod\n", NULL, NULL, CLI_ARG_CONTEXT },
+	{ "get-contexts", cmd_config_get_contexts, "list the contexts", config_get_contexts_usage,
+	  "  orchardctl config get-contexts\n", config_get_contexts_opts, NULL, CLI_ARG_NONE },
+	{ "current-context", cmd_config_current_context, "print the current context's name",
+	  config_current_context_usage, "  orchardctl config current-context\n", NULL, NULL,
+	  CLI_ARG_NONE },
+	{ "view", cmd_config_view, "show the config file, keys masked", config_view_usage,
+	  "  orchardctl config view\n  orchardctl config view --raw > backup.json\n",
+	  config_view_opts, NULL, CLI_ARG_NONE },
+	{ "delete-context", cmd_config_delete_context, "remove a context", config_delete_context_usage,
+	  "  orchardctl config delete-context old\n", NULL, NULL, CLI_ARG_CONTEXT },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
+static const struct cli_cmd jobs_cmds[] = {
+	{ "ls", cmd_jobs_ls, "list a sandbox's jobs", jobs_ls_usage,
+	  "  orchardctl jobs ls demo\n  orchardctl jobs ls demo -o json\n",
+	  jobs_ls_opts, NULL, CLI_ARG_SANDBOX },
+	{ "get", cmd_jobs_get, "show a job", jobs_get_usage,
+	  "  orchardctl jobs get 5e121cfa-860f-4425-87fa-b2e5f1418161\n"
+	  "  orchardctl jobs get \"$JOB\" -o json | jq .exit_code\n",
+	  jobs_get_opts, NULL, CLI_ARG_NONE },
+	{ "wait", cmd_jobs_wait, "wait for a job and exit with its exit code", jobs_wait_usage,
+	  "  JOB=$(orchardctl exec --detach demo -- make test)\n"
+	  "  orchardctl jobs wait \"$JOB\" --timeout 600; echo \"make exited $?\"\n",
+	  jobs_wait_opts, NULL, CLI_ARG_NONE },
+	{ "logs", cmd_jobs_logs, "print a job's stdout and stderr", jobs_logs_usage,
+	  "  orchardctl jobs logs \"$JOB\"\n  orchardctl jobs logs --follow \"$JOB\" 2>/dev/null\n",
+	  jobs_logs_opts, NULL, CLI_ARG_NONE },
+	{ "cancel", cmd_jobs_cancel, "cancel a queued or running job", jobs_cancel_usage,
+	  "  orchardctl jobs cancel \"$JOB\"\n", common_opts, NULL, CLI_ARG_NONE },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
+const struct cli_cmd cli_commands[] = {
+	{ "create", cmd_create, "create a sandbox", create_usage,
+	  "  orchardctl create --wait\n"
+	  "  ID=$(orchardctl create host --cpu 1 --memory 1Gi --name demo --wait)\n"
+	  "  orchardctl create --ttl 2h --idle-timeout 10m -l team=ml -l run=42 \\\n"
+	  "      --env PYTHONUNBUFFERED=1 --workdir /workspace/src --wait -o json\n",
+	  create_opts, NULL, CLI_ARG_NONE },
+	{ "ls", cmd_ls, "list sandboxes", ls_usage,
+	  "  orchardctl ls\n"
+	  "  orchardctl ls --status ready -l team=ml -o wide\n"
+	  "  orchardctl ls -q | xargs orchardctl rm\n",
+	  ls_opts, NULL, CLI_ARG_NONE },
+	{ "get", cmd_get, "show a sandbox", get_usage,
+	  "  orchardctl get demo\n  orchardctl get demo -o json | jq -r .status\n",
+	  get_opts, NULL, CLI_ARG_SANDBOX },
+	{ "describe", cmd_describe, "show a sandbox in detail, with its recent jobs", describe_usage,
+	  "  orchardctl describe demo\n", describe_opts, NULL, CLI_ARG_SANDBOX },
+	{ "wait", cmd_wait, "wait until a sandbox is ready", wait_usage,
+	  "  orchardctl wait demo --timeout 60\n", wait_opts, NULL, CLI_ARG_SANDBOX },
+	{ "exec", cmd_exec, "run a command in a sandbox", exec_usage,
+	  "  orchardctl exec demo -- echo hi\n"
+	  "  orchardctl exec demo -- sh -c 'ls /workspace | wc -l'\n"
+	  "  orchardctl exec demo --timeout 10 -e DEBUG=1 -w /tmp -- make test\n"
+	  "  printf 'print(6*7)\\n' | orchardctl exec demo -- python3 -\n"
+	  "  orchardctl exec demo --login -- 'conda activate py311 && pytest -q'\n"
+	  "  JOB=$(orchardctl exec --detach demo -- sleep 60)\n",
+	  exec_opts, NULL, CLI_ARG_SANDBOX },
+	{ "jobs", NULL, "inspect, wait for and cancel jobs", jobs_usage,
+	  "  orchardctl jobs ls demo\n  orchardctl jobs wait \"$JOB\" && orchardctl jobs logs \"$JOB\"\n",
+	  NULL, jobs_cmds, CLI_ARG_COMMAND },
+	{ "rm", cmd_rm, "delete sandboxes", rm_usage,
+	  "  orchardctl rm demo other\n"
+	  "  orchardctl rm --all -l run=42        # asks first\n"
+	  "  orchardctl rm --all -l run=42 -y     # in scripts\n",
+	  rm_opts, NULL, CLI_ARG_SANDBOX },
+	{ "heartbeat", cmd_heartbeat, "keep a sandbox from its idle timeout", heartbeat_usage,
+	  "  while sleep 60; do orchardctl heartbeat demo; done\n", heartbeat_opts, NULL, CLI_ARG_SANDBOX },
+	{ "config", NULL, "manage contexts in the config file", config_usage,
+	  "  orchardctl config set-context dev --url https://127.0.0.1:8443 --api-key \"$KEY\"\n"
+	  "  orchardctl config use-context dev\n  orchardctl config view\n",
+	  NULL, config_cmds, CLI_ARG_COMMAND },
+	{ "completion", cmd_completion, "print a shell completion script", completion_usage,
+	  "  . <(orchardctl completion bash)\n"
+	  "  orchardctl completion zsh > \"${fpath[1]}/_orchardctl\"\n",
+	  completion_opts, NULL, CLI_ARG_SHELL },
+	{ "version", cmd_version, "show the client (and server) version", version_usage,
+	  "  orchardctl version\n", common_opts, NULL, CLI_ARG_NONE },
+	{ "help", cmd_help, "show help for a command", help_usage,
+	  "  orchardctl help exec\n  orchardctl help jobs wait\n  orchardctl exec --help\n",
+	  NULL, NULL, CLI_ARG_COMMAND },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
+const struct option common_opts[] = { CLI_COMMON_OPTIONS, { NULL, 0, NULL, 0 } };

@@ -1,0 +1,625 @@
+"""orchardctl, black-box: the binary run as a user would (docs/cli.md, issue 7).
+
+Three layers:
+- no server: help, completion, usage errors, config contexts and the
+  config file's permissions, each with a fresh HOME;
+- a fake HTTP server in this process (fake_api): retries, pagination,
+  configuration precedence and servers that lack routes, which the real
+  stack cannot be made to show on demand;
+- the real stack (the `stack` and `sandbox` fixtures of conftest.py).
+"""
+import http.server
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# ORCHARD_TEST_ORCHARDCTL tries another build (e.g. a sanitizer one) against the same tests.
+CTL = os.environ.get("ORCHARD_TEST_ORCHARDCTL") or os.path.join(REPO, "bin", "orchardctl")
+COMMANDS = ["create", "ls", "get", "describe", "wait", "exec", "jobs", "rm", "heartbeat",
+            "config", "completion", "version", "help"]
+SUBCOMMANDS = {"jobs": ["ls", "get", "wait", "logs", "cancel"],
+               "config": ["set-context", "use-context", "get-contexts", "current-context",
+                          "view", "delete-context"]}
+KEY = "orch_0123456789ab_" + "f" * 40
+
+
+@pytest.fixture
+def home():
+    d = tempfile.mkdtemp(prefix="cli-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def clean_env(home, **extra):
+    """Nothing from the caller's configuration: only PATH and a fresh HOME."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8"}
+    env.update({k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")})
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def ctl(*args, home, input=None, timeout=60, **env):
+    return subprocess.run([CTL] + list(args), env=clean_env(home, **env), input=input,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def config_file(home):
+    return os.path.join(home, ".config", "orchard", "config")
+
+
+# ---- help, usage errors, completion ----------------------------------------
+
+def test_help_lists_every_command_and_each_has_usage_and_examples(home):
+    r = ctl("help", home=home)
+    assert r.returncode == 0
+    for name in COMMANDS:
+        assert re.search(r"^  %s\s" % re.escape(name), r.stdout, re.M), name
+    for group, subs in SUBCOMMANDS.items():
+        for sub in [None] + subs:
+            args = [group] + ([sub] if sub else [])
+            h = ctl("help", *args, home=home)
+            assert h.returncode == 0, h.stderr
+            assert h.stdout.startswith("usage: orchardctl %s" % " ".join(args)), h.stdout
+            examples = h.stdout.split("\nExamples:\n")[1]
+            assert examples.startswith("  ") and "orchardctl %s" % " ".join(args) in examples, args
+            assert ctl(*args, "--help", home=home).stdout == h.stdout
+    for name in COMMANDS:
+        h = ctl("help", name, home=home)
+        assert h.returncode == 0 and "usage: orchardctl" in h.stdout and "Examples:" in h.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "missing command"),
+    (["frobnicate"], 'unknown command "frobnicate"'),
+    (["create", "--cpu", "lots"], "--cpu wants"),
+    (["create", "--ttl", "5x"], "--ttl wants a duration"),
+    (["create", "--label", "novalue"], "--label wants K=V"),
+    (["create", "--name", "Not_A_Label"], "is not a DNS label"),
+    (["exec", "sb1"], "expected a command after the ID"),
+    (["exec", "sb1", "--timeout", "0", "--", "true"], "--timeout wants"),
+    (["ls", "-o", "yaml"], "-o wants table, wide or json"),
+    (["ls", "-l", "=x"], "--label wants K=V"),
+    (["rm"], "expected at least one ID"),
+    (["rm", "-l", "a=b"], "--label selects with --all"),
+    (["rm", "--all", "sb1"], "IDs or --all, not both"),
+    (["jobs"], "jobs: missing subcommand"),
+    (["jobs", "frob"], 'unknown subcommand "frob"'),
+    (["jobs", "wait", "j1", "--timeout", "soon"], "--timeout wants"),
+    (["config", "set-context", "bad name"], "context name is"),
+    (["config", "set-context", "dev", "--url", "ftp://x"], "--url must start with"),
+    (["completion", "fish"], 'unknown shell "fish"'),
+    (["help", "nosuch"], 'unknown command "nosuch"'),
+])
+def test_bad_usage_exits_2_with_a_message_and_usage(home, args, message):
+    # A server that would answer is configured: exit 2 proves nothing was sent.
+    r = ctl(*args, home=home, ORCHARD_URL="http://127.0.0.1:1")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr, r.stderr
+    assert "usage: orchardctl" in r.stderr
+    assert r.stdout == ""
+
+
+def test_no_server_configured_says_how_to_configure_one(home):
+    r = ctl("ls", home=home)
+    assert r.returncode == 2
+    assert "ORCHARD_URL" in r.stderr and "config set-context" in r.stderr
+
+
+def bash_complete(home, words, extra_path=None):
+    """COMPREPLY of the generated bash completion for the words typed so far."""
+    script = ctl("completion", "bash", home=home).stdout
+    path = os.path.join(home, "completion.bash")
+    with open(path, "w") as f:
+        f.write(script)
+    line = ("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _orchardctl; printf '%%s\\n' \"${COMPREPLY[@]}\""
+            % (path, " ".join("'%s'" % w for w in words), len(words) - 1))
+    env = clean_env(home, PATH=os.path.dirname(CTL) + ":" + os.environ.get("PATH", ""))
+    r = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_bash_completion_knows_commands_subcommands_options_and_contexts(home):
+    script = ctl("completion", "bash", home=home)
+    assert script.returncode == 0
+    assert subprocess.run(["bash", "-n"], input=script.stdout, text=True).returncode == 0
+    assert bash_complete(home, ["orchardctl", ""]) == sorted(COMMANDS, key=COMMANDS.index)
+    assert bash_complete(home, ["orchardctl", "ex"]) == ["exec"]
+    assert bash_complete(home, ["orchardctl", "jobs", "w"]) == ["wait"]
+    assert bash_complete(home, ["orchardctl", "--context", "x", "config", "s"]) == ["set-context"]
+    assert "--label" in bash_complete(home, ["orchardctl", "create", "--ttl", "1h", "--l"])
+    assert bash_complete(home, ["orchardctl", "exec", "sb", "--det"]) == ["--detach"]
+    assert bash_complete(home, ["orchardctl", "ls", "-o", "w"]) == ["wide"]
+    for name in ("alpha", "beta"):
+        assert ctl("config", "set-context", name, "--url", "https://x.test", home=home).returncode == 0
+    assert bash_complete(home, ["orchardctl", "config", "use-context", ""]) == ["alpha", "beta"]
+
+
+def test_zsh_completion_is_generated_from_the_same_table(home):
+    r = ctl("completion", "zsh", home=home)
+    assert r.returncode == 0 and r.stdout.startswith("#compdef orchardctl\n")
+    for name in COMMANDS:
+        assert "'%s:" % name in r.stdout, name
+    assert "set-context use-context" in r.stdout and "--idle-timeout" in r.stdout
+    if shutil.which("zsh"):
+        assert subprocess.run(["zsh", "-n"], input=r.stdout, text=True).returncode == 0
+
+
+def test_docs_reference_is_the_generated_help(home):
+    r = ctl("help", "--markdown", home=home)
+    assert r.returncode == 0
+    with open(os.path.join(REPO, "docs", "cli.md")) as f:
+        doc = f.read()
+    assert r.stdout in doc, "docs/cli.md is stale: paste `orchardctl help --markdown` into it"
+
+
+# ---- config contexts and the config file -----------------------------------
+
+def test_set_context_creates_a_private_file_and_the_first_context_is_current(home):
+    r = ctl("config", "set-context", "dev", "--url", "https://127.0.0.1:8443", "--api-key", KEY,
+            home=home)
+    assert r.returncode == 0, r.stderr
+    path = config_file(home)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    data = json.load(open(path))
+    assert data == {"contexts": {"dev": {"url": "https://127.0.0.1:8443", "api-key": KEY}},
+                    "current-context": "dev"}
+    assert ctl("config", "current-context", home=home).stdout == "dev\n"
+    # A second context does not take over; use-context switches.
+    assert ctl("config", "set-context", "prod", "--url", "https://prod.test", home=home).returncode == 0
+    assert ctl("config", "current-context", home=home).stdout == "dev\n"
+    r = ctl("config", "get-contexts", home=home)
+    assert re.search(r"^\*\s+dev\s+https://127.0.0.1:8443", r.stdout, re.M), r.stdout
+    assert re.search(r"^\s+prod\s+https://prod.test", r.stdout, re.M), r.stdout
+    assert ctl("config", "use-context", "prod", home=home).returncode == 0
+    assert ctl("config", "current-context", home=home).stdout == "prod\n"
+    r = ctl("config", "use-context", "nosuch", home=home)
+    assert r.returncode == 1 and 'no context "nosuch"' in r.stderr
+    assert ctl("config", "delete-context", "prod", home=home).returncode == 0
+    r = ctl("config", "current-context", home=home)
+    assert r.returncode == 1 and "no current context" in r.stderr
+    assert ctl("config", "get-contexts", "-q", home=home).stdout == "dev\n"
+
+
+def test_view_masks_keys_and_raw_shows_them(home):
+    ctl("config", "set-context", "dev", "--url", "https://a.test", "--api-key", KEY, home=home)
+    ctl("config", "set-context", "odd", "--url", "https://b.test", "--api-key", "s3cret", home=home)
+    view = ctl("config", "view", home=home)
+    assert view.returncode == 0
+    contexts = json.loads(view.stdout)["contexts"]
+    assert contexts["dev"]["api-key"] == "orch_0123456789ab_****"
+    assert contexts["odd"]["api-key"] == "****"
+    assert KEY not in view.stdout and "s3cret" not in view.stdout
+    raw = json.loads(ctl("config", "view", "--raw", home=home).stdout)
+    assert raw["contexts"]["dev"]["api-key"] == KEY
+
+
+def test_api_key_from_stdin_and_cacert_stored_absolute(home):
+    ca = os.path.join(home, "ca.crt")
+    open(ca, "w").close()
+    r = subprocess.run([CTL, "config", "set-context", "dev", "--api-key", "-", "--cacert", "ca.crt"],
+                       env=clean_env(home), cwd=home, input=KEY + "\n", capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    ctx = json.load(open(config_file(home)))["contexts"]["dev"]
+    assert ctx == {"api-key": KEY, "cacert": ca}
+
+
+def test_xdg_config_home_and_orchard_config_choose_the_file(home):
+    xdg = os.path.join(home, "xdg")
+    r = ctl("config", "set-context", "x", "--url", "https://x.test", home=home, XDG_CONFIG_HOME=xdg)
+    assert r.returncode == 0
+    assert os.path.exists(os.path.join(xdg, "orchard", "config"))
+    assert not os.path.exists(config_file(home))
+    elsewhere = os.path.join(home, "a", "b", "orchard.json")
+    r = ctl("config", "set-context", "y", "--url", "https://y.test", home=home, ORCHARD_CONFIG=elsewhere)
+    assert r.returncode == 0 and stat.S_IMODE(os.stat(elsewhere).st_mode) == 0o600
+    assert ctl("config", "get-contexts", "-q", home=home, ORCHARD_CONFIG=elsewhere).stdout == "y\n"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+def test_config_file_readable_by_others_is_refused_with_the_fix(home, mode):
+    ctl("config", "set-context", "dev", "--url", "http://127.0.0.1:1", "--api-key", KEY, home=home)
+    path = config_file(home)
+    os.chmod(path, mode)
+    for args in (["ls"], ["config", "view"], ["config", "set-context", "dev", "--url", "https://x.test"]):
+        r = ctl(*args, home=home)
+        assert r.returncode == 1, (args, r.stderr)
+        assert "chmod 600 '%s'" % path in r.stderr, r.stderr
+    assert json.load(open(path))["contexts"]["dev"]["url"] == "http://127.0.0.1:1"  # unchanged
+    os.chmod(path, 0o600)
+    assert ctl("config", "view", home=home).returncode == 0
+
+
+def test_broken_config_file_is_reported_with_its_path(home):
+    path = config_file(home)
+    os.makedirs(os.path.dirname(path))
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write('{"contexts": [1, 2]}')
+    r = ctl("ls", home=home)
+    assert r.returncode == 1 and path in r.stderr and "not valid" in r.stderr
+
+
+# ---- a fake API in this process --------------------------------------------
+
+class FakeAPI(http.server.ThreadingHTTPServer):
+    """Answers with respond(request, n) -> (status, headers, body), or None
+    to drop the connection unanswered; records every request."""
+
+    daemon_threads = True
+
+    def __init__(self, respond):
+        self.respond = respond
+        self.requests = []
+        self.lock = threading.Lock()
+        for port in range(18750, 18760):
+            try:
+                super().__init__(("127.0.0.1", port), FakeHandler)
+                break
+            except OSError:
+                continue
+        else:
+            raise RuntimeError("no free port in 18750-18759")
+        self.url = "http://127.0.0.1:%d" % self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class FakeHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def handle_any(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        req = {"method": self.command, "path": self.path, "headers": dict(self.headers),
+               "body": self.rfile.read(n).decode() if n else None, "time": time.monotonic()}
+        with self.server.lock:
+            self.server.requests.append(req)
+            count = len(self.server.requests)
+        answer = self.server.respond(req, count)
+        if answer is None:
+            self.close_connection = True
+            return
+        status, headers, body = answer
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_DELETE = handle_any
+
+
+@pytest.fixture
+def fake_api():
+    servers = []
+
+    def start(respond):
+        s = FakeAPI(respond)
+        servers.append(s)
+        return s
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def sandboxes(*ids, cursor=None):
+    return {"sandboxes": [{"sandbox_id": i, "image": "host", "status": "ready"} for i in ids],
+            "next_cursor": cursor}
+
+
+def test_503_with_retry_after_is_retried_then_succeeds(home, fake_api):
+    api = fake_api(lambda req, n: (503, {"Retry-After": "1"}, {"detail": "busy"}) if n < 3
+                   else (200, {}, sandboxes("a1")))
+    t0 = time.monotonic()
+    r = ctl("ls", "-q", home=home, ORCHARD_URL=api.url)
+    assert (r.returncode, r.stdout) == (0, "a1\n"), r.stderr
+    assert len(api.requests) == 3
+    gaps = [b["time"] - a["time"] for a, b in zip(api.requests, api.requests[1:])]
+    assert all(g >= 0.9 for g in gaps), gaps  # Retry-After was honoured
+    assert time.monotonic() - t0 < 10
+
+
+def test_503_retries_are_bounded(home, fake_api):
+    api = fake_api(lambda req, n: (503, {"Retry-After": "0"}, {"detail": "overloaded"}))
+    r = ctl("get", "sb1", home=home, ORCHARD_URL=api.url)
+    assert r.returncode == 1 and "overloaded (HTTP 503" in r.stderr
+    assert len(api.requests) == 4
+
+
+def test_other_errors_are_not_retried(home, fake_api):
+    api = fake_api(lambda req, n: (500, {}, {"detail": "boom"}))
+    r = ctl("ls", home=home, ORCHARD_URL=api.url)
+    assert r.returncode == 1 and "boom (HTTP 500" in r.stderr
+    assert len(api.requests) == 1
+
+
+def test_dropped_connection_retried_with_backoff_for_get(home, fake_api):
+    api = fake_api(lambda req, n: None if n == 1 else (200, {}, {"sandbox_id": "sb1", "status": "ready"}))
+    r = ctl("get", "sb1", "-o", "json", home=home, ORCHARD_URL=api.url)
+    assert r.returncode == 0 and json.loads(r.stdout)["sandbox_id"] == "sb1"
+    assert len(api.requests) == 2 and api.requests[1]["time"] - api.requests[0]["time"] >= 0.4
+
+
+def test_exec_retry_reuses_its_idempotency_key_and_sends_stdin(home, fake_api):
+    job = {"job_id": "j1", "status": "succeeded", "stdout": "out\n", "stderr": "err\n", "exit_code": 5}
+    api = fake_api(lambda req, n: None if n == 1 else (200, {}, job))
+    r = ctl("exec", "sb1", "-w", "/src", "--login", "--", "echo", "it's", home=home,
+            ORCHARD_URL=api.url, input="piped\n")
+    assert (r.returncode, r.stdout) == (5, "out\n") and r.stderr == "err\n"
+    assert len(api.requests) == 2
+    keys = [q["headers"].get("Idempotency-Key") for q in api.requests]
+    assert keys[0] and keys[0] == keys[1]
+    body = json.loads(api.requests[1]["body"])
+    assert body == {"command": "echo 'it'\\''s'", "wait": True, "cwd": "/src", "login_shell": True,
+                    "stdin": "piped\n"}
+
+
+def test_ls_follows_next_cursor_and_sends_filters(home, fake_api):
+    pages = {None: sandboxes("a", "b", cursor="c1"), "c1": sandboxes("c", cursor="c2"),
+             "c2": sandboxes("d")}
+
+    def respond(req, n):
+        m = re.search(r"[?&]cursor=([^&]*)", req["path"])
+        return 200, {}, pages[m.group(1) if m else None]
+    api = fake_api(respond)
+    r = ctl("ls", "--status", "ready", "-l", "team=ml", "-l", "run=4 2", "-o", "json",
+            home=home, ORCHARD_URL=api.url)
+    assert r.returncode == 0, r.stderr
+    assert [s["sandbox_id"] for s in json.loads(r.stdout)["sandboxes"]] == ["a", "b", "c", "d"]
+    assert len(api.requests) == 3
+    assert api.requests[0]["path"] == "/v1/sandboxes?status=ready&label=team%3Dml&label=run%3D4%202"
+    assert api.requests[2]["path"].endswith("&cursor=c2")
+
+
+def test_routes_missing_from_the_server_are_named_as_such(home, fake_api):
+    api = fake_api(lambda req, n: (404, {}, {"detail": "no route for %s %s" % (req["method"], req["path"]),
+                                             "code": "not_found"}))
+    for args in (["jobs", "ls", "sb1"], ["jobs", "cancel", "j1"]):
+        r = ctl(*args, home=home, ORCHARD_URL=api.url)
+        assert r.returncode == 1 and "not supported by this server" in r.stderr, r.stderr
+    api2 = fake_api(lambda req, n: (404, {}, {"detail": "job j1 not found", "code": "not_found"}))
+    r = ctl("jobs", "cancel", "j1", home=home, ORCHARD_URL=api2.url)
+    assert r.returncode == 1 and "job j1 not found" in r.stderr and "not supported" not in r.stderr
+
+
+def test_flags_beat_context_beat_env_beat_current_context(home, fake_api):
+    seen = []
+    api = fake_api(lambda req, n: seen.append(req["headers"].get("X-API-Key")) or (200, {}, sandboxes()))
+    ctl("config", "set-context", "cur", "--url", api.url, "--api-key", "cur-key", home=home)
+    ctl("config", "set-context", "other", "--url", api.url, "--api-key", "other-key", home=home)
+    assert ctl("ls", home=home).returncode == 0                                    # current context
+    assert ctl("ls", home=home, ORCHARD_API_KEY="env-key").returncode == 0         # env over it
+    assert ctl("ls", "--context", "other", home=home, ORCHARD_API_KEY="env-key").returncode == 0
+    assert ctl("ls", "--api-key", "flag-key", "--context", "other", home=home).returncode == 0
+    assert ctl("--api-key", "flag-key", "ls", home=home, ORCHARD_URL="http://127.0.0.1:1",
+               ORCHARD_CONTEXT="nosuch").returncode == 1                          # named but missing
+    assert seen == ["cur-key", "env-key", "other-key", "flag-key"]
+
+
+# ---- the real stack ---------------------------------------------------------
+
+def sctl(stack, home, *args, input=None, key=None, timeout=180):
+    return ctl(*args, home=home, input=input, timeout=timeout, ORCHARD_URL=stack.url,
+               ORCHARD_API_KEY=key or stack.admin_key, ORCHARD_CACERT=stack.cacert)
+
+
+def run_in_pty(args, env, answer=None, prompt=b"[y/N]", timeout=120):
+    """Run orchardctl on a pseudo-terminal; type answer after prompt; (status, output)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(CTL, [CTL] + list(args), env)
+    out, sent, deadline = b"", False, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], 0.5)[0]:
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            out += data
+            if answer is not None and not sent and prompt in out:
+                os.write(fd, answer)
+                sent = True
+        else:
+            os.kill(pid, 9)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+def stack_env(stack, home):
+    return clean_env(home, ORCHARD_URL=stack.url, ORCHARD_API_KEY=stack.admin_key,
+                     ORCHARD_CACERT=stack.cacert, TERM="xterm")
+
+
+def route_missing(r):
+    """The server lacks a route (not: the object is unknown)."""
+    if r.status_code in (405, 501):
+        return True
+    if r.status_code != 404:
+        return False
+    try:
+        return r.json().get("detail", "").startswith("no route")
+    except ValueError:
+        return True
+
+
+def test_create_sends_lifetimes_labels_env_workdir_and_ls_filters(stack, admin, home):
+    tag = "t%d" % os.getpid()
+    r = sctl(stack, home, "create", "--ttl", "2h", "--idle-timeout", "10m", "-l", "suite=" + tag,
+             "-l", "run=1", "--env", "FOO=bar", "--workdir", "/tmp", "--wait", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""  # no spinner without a terminal
+    sid = json.loads(r.stdout)["sandbox_id"]
+    try:
+        sb = admin.get("%s/v1/sandboxes/%s" % (stack.url, sid)).json()
+        assert (sb["ttl_seconds"], sb["idle_timeout_seconds"]) == (7200, 600), sb
+        assert sb["labels"] == {"suite": tag, "run": "1"} and sb["env"] == {"FOO": "bar"}, sb
+        assert sb["workdir"] == "/tmp" and sb["status"] == "ready", sb
+        assert sctl(stack, home, "ls", "-l", "suite=" + tag, "-q").stdout == sid + "\n"
+        assert sctl(stack, home, "ls", "-l", "suite=" + tag, "-l", "run=2", "-q").stdout == ""
+        assert sctl(stack, home, "ls", "--status", "pending", "-l", "suite=" + tag, "-q").stdout == ""
+        wide = sctl(stack, home, "ls", "-l", "suite=" + tag, "-o", "wide").stdout
+        assert re.search(r"^%s\s+host\s+ready\s.*\sblocked\s+2h\s+10m\s+\S*suite=%s" % (sid, tag),
+                         wide, re.M), wide
+        d = sctl(stack, home, "describe", sid)
+        assert d.returncode == 0, d.stderr
+        for line in ("Status:          ready", "TTL:             2h", "Idle timeout:    10m",
+                     "Workdir:         /tmp", "Env:             FOO", "Recent jobs:"):
+            assert line in d.stdout, (line, d.stdout)
+        assert "bar" not in d.stdout  # env values are not shown
+    finally:
+        sctl(stack, home, "rm", sid)
+
+
+def test_ls_pages_through_everything_and_rm_all_needs_yes(stack, home):
+    tag = "p%d" % os.getpid()
+    ids = [sctl(stack, home, "create", "-l", "page=" + tag).stdout.strip() for _ in range(3)]
+    assert all(ids), ids
+    r = sctl(stack, home, "ls", "-l", "page=" + tag, "--chunk-size", "1", "-q")
+    assert r.stdout.split() == ids, r.stderr
+    r = sctl(stack, home, "ls", "-l", "page=" + tag, "--chunk-size", "2", "-o", "json")
+    assert [s["sandbox_id"] for s in json.loads(r.stdout)["sandboxes"]] == ids
+    r = sctl(stack, home, "rm", "--all", "-l", "page=" + tag)  # stdin is not a terminal
+    assert r.returncode == 2 and "pass -y" in r.stderr
+    assert len(sctl(stack, home, "ls", "-l", "page=" + tag, "-q").stdout.split()) == 3
+    r = sctl(stack, home, "rm", "--all", "-l", "page=" + tag, "-y")
+    assert r.returncode == 0 and sorted(r.stdout.split()) == sorted(ids)
+    assert sctl(stack, home, "ls", "-l", "page=" + tag, "-q").stdout == ""
+
+
+def test_rm_all_asks_on_a_terminal(stack, home):
+    tag = "y%d" % os.getpid()
+    sid = sctl(stack, home, "create", "-l", "ask=" + tag).stdout.strip()
+    status, out = run_in_pty(["rm", "--all", "-l", "ask=" + tag], stack_env(stack, home), b"n\n")
+    assert status == 1 and "Delete 1 sandbox? [y/N]" in out and sid in out, out
+    assert sctl(stack, home, "ls", "-l", "ask=" + tag, "-q").stdout == sid + "\n"
+    status, out = run_in_pty(["rm", "--all", "-l", "ask=" + tag], stack_env(stack, home), b"y\n")
+    assert status == 0, out
+    assert sctl(stack, home, "ls", "-l", "ask=" + tag, "-q").stdout == ""
+
+
+def test_create_wait_shows_a_spinner_on_a_terminal(stack, home):
+    status, out = run_in_pty(["create", "--wait"], stack_env(stack, home))
+    sid = out.split("\r\x1b[K")[-1].strip()  # the id, after the spinner's line is erased
+    try:
+        assert status == 0, out
+        assert re.fullmatch(r"[0-9a-f]{8}", sid), repr(out)
+        assert out.startswith("\r\x1b[K| waiting for sandbox %s to be ready (0s)" % sid), repr(out)
+    finally:
+        sctl(stack, home, "rm", sid)
+
+
+def test_exec_does_not_read_a_terminal(stack, sandbox, home):
+    # On a terminal stdin is the user's keyboard: not forwarded, nothing waits for EOF.
+    status, out = run_in_pty(["exec", sandbox, "--", "sh", "-c", "cat; echo end"],
+                             stack_env(stack, home), timeout=60)
+    assert (status, out) == (0, "end\r\n"), repr(out)
+
+
+def test_exec_stdin_exit_codes_workdir_env_login_timeout(stack, sandbox, home):
+    r = sctl(stack, home, "exec", sandbox, "--", "sh", "-c", "wc -l; cat >/dev/null", input="a\nb\n")
+    assert (r.returncode, r.stdout.strip()) == (0, "2"), r.stderr
+    r = sctl(stack, home, "exec", sandbox, "--", "cat", input="é\x00x")
+    assert r.stdout == "é\x00x"
+    assert sctl(stack, home, "exec", sandbox, "--", "sh", "-c", "exit 3").returncode == 3
+    assert sctl(stack, home, "exec", "-w", "/tmp", sandbox, "--", "pwd").stdout == "/tmp\n"
+    assert sctl(stack, home, "exec", sandbox, "--cwd", "/", "--", "pwd").stdout == "/\n"
+    r = sctl(stack, home, "exec", sandbox, "-e", "A=1", "-e", "B=x y", "--", "sh", "-c", 'echo "$A $B"')
+    assert r.stdout == "1 x y\n"
+    r = sctl(stack, home, "exec", sandbox, "--login", "--", "shopt -q login_shell && echo login")
+    assert (r.returncode, r.stdout) == (0, "login\n"), r.stderr
+    r = sctl(stack, home, "exec", sandbox, "--login", "--", "printf", "%s|", "a b", "it's")
+    assert r.stdout == "a b|it's|", r.stderr
+    jobs = stack.counts()["jobs"]
+    r = sctl(stack, home, "exec", sandbox, "--", "wc", "-c", input="x" * ((8 << 20) + 1))
+    assert r.returncode == 1 and "larger than 8 MiB" in r.stderr
+    assert stack.counts()["jobs"] == jobs  # refused before sending
+    r = sctl(stack, home, "exec", sandbox, "--timeout", "1", "--", "sleep", "10")
+    assert r.returncode == 124 and "timed out after 1s" in r.stderr
+
+
+def test_detach_then_jobs_wait_logs_get(stack, sandbox, home):
+    r = sctl(stack, home, "exec", "--detach", sandbox, "--", "sh", "-c",
+             "sleep 1; echo out; echo err >&2; exit 7")
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f-]{36}", job), r.stdout
+    assert sctl(stack, home, "jobs", "wait", job).returncode == 7
+    r = sctl(stack, home, "jobs", "logs", job)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "out\n", "err\n")
+    got = json.loads(sctl(stack, home, "jobs", "get", job, "-o", "json").stdout)
+    assert (got["job_id"], got["status"], got["exit_code"]) == (job, "failed", 7), got
+    table = sctl(stack, home, "jobs", "get", job).stdout
+    assert re.search(r"^exit_code\s+7$", table, re.M) and re.search(r"^stdout\s+\(4 bytes", table, re.M)
+    slow = sctl(stack, home, "exec", "-d", sandbox, "--", "sleep", "4").stdout.strip()
+    r = sctl(stack, home, "jobs", "wait", slow, "--timeout", "1")
+    assert r.returncode == 1 and "still" in r.stderr
+    assert sctl(stack, home, "jobs", "logs", "-f", slow).returncode == 0
+    assert sctl(stack, home, "jobs", "wait", slow).returncode == 0
+    r = sctl(stack, home, "jobs", "get", "00000000-0000-4000-8000-000000000000")
+    assert r.returncode == 1 and "not found (HTTP 404" in r.stderr
+
+
+def test_jobs_ls_and_cancel(stack, admin, sandbox, home):
+    probe = admin.get("%s/v1/sandboxes/%s/jobs" % (stack.url, sandbox))
+    if route_missing(probe):
+        pytest.skip("GET /v1/sandboxes/{id}/jobs is not in the API yet (%d)" % probe.status_code)
+    done = sctl(stack, home, "exec", "-d", sandbox, "--", "true").stdout.strip()
+    sctl(stack, home, "jobs", "wait", done)
+    r = sctl(stack, home, "jobs", "ls", sandbox)
+    assert r.returncode == 0 and re.search(r"^%s\s+succeeded\s+0\s" % done, r.stdout, re.M), r.stdout
+    assert done in [j["job_id"] for j in json.loads(sctl(stack, home, "jobs", "ls", sandbox,
+                                                         "-o", "json").stdout)["jobs"]]
+    probe = admin.post("%s/v1/jobs/00000000-0000-4000-8000-000000000000/cancel" % stack.url, json={})
+    if route_missing(probe):
+        pytest.skip("POST /v1/jobs/{id}/cancel is not in the API yet (%d)" % probe.status_code)
+    slow = sctl(stack, home, "exec", "-d", sandbox, "--", "sleep", "60").stdout.strip()
+    t0 = time.monotonic()
+    r = sctl(stack, home, "jobs", "cancel", slow)
+    assert (r.returncode, r.stdout) == (0, slow + "\n"), r.stderr
+    assert sctl(stack, home, "jobs", "wait", slow, "--timeout", "30").returncode != 0
+    assert time.monotonic() - t0 < 30
+
+
+def test_heartbeat_get_version_and_errors(stack, sandbox, home):
+    assert sctl(stack, home, "heartbeat", sandbox).stdout == sandbox + "\n"
+    r = sctl(stack, home, "heartbeat", "nosuch")
+    assert r.returncode == 1 and "not found (HTTP 404" in r.stderr
+    r = sctl(stack, home, "get", "nosuch")
+    assert r.returncode == 1 and "not found (HTTP 404, request " in r.stderr
+    r = sctl(stack, home, "ls", key="orch_000000000000_" + "0" * 40)
+    assert r.returncode == 1 and "hint: the API key was refused" in r.stderr
+    r = sctl(stack, home, "version")
+    assert r.returncode == 0 and re.search(r"^server %s: \S+ \S+$" % re.escape(stack.url), r.stdout, re.M)
+
+
+def test_a_saved_context_is_enough_to_reach_the_stack(stack, sandbox, home):
+    r = ctl("config", "set-context", "it", "--url", stack.url, "--api-key", stack.admin_key,
+            "--cacert", stack.cacert, home=home)
+    assert r.returncode == 0, r.stderr
+    r = ctl("exec", sandbox, "--", "echo", "via context", home=home)
+    assert (r.returncode, r.stdout) == (0, "via context\n"), r.stderr
+    r = ctl("ls", "--cacert", "/nonexistent/ca.crt", home=home)  # a flag beats the context
+    assert r.returncode == 1 and "TLS with %s failed" % stack.url in r.stderr, r.stderr
