@@ -1,0 +1,46 @@
+#ifndef AGENT_SERVER_H
+#define AGENT_SERVER_H
+#include <stddef.h>
+#include <json-c/json.h>
+
+#include "buf.h"
+/*
+ * The agent's HTTP server (libmicrohttpd, one thread per connection so a
+ * long exec never holds up /health): bearer-token auth on every request,
+ * a static route table, bounded request bodies, JSON replies and one log
+ * line per request.
+ */
+struct agent_request {
+	const char *method;
+	const char *path;
+	const char *body;          /* NUL-terminated; "" when none */
+	size_t body_len;
+};
+
+struct agent_reply {
+	unsigned status;
+	struct orc_buf body;       /* JSON */
+};
+
+typedef void (*agent_handler_fn)(struct agent_reply *reply, const struct agent_request *req);
+
+/* Reply with o (which the reply does not take). */
+void agent_reply_json(struct agent_reply *reply, unsigned status, json_object *o);
+/* Reply {"error": msg}. */
+void agent_reply_error(struct agent_reply *reply, unsigned status, const char *msg);
+
+struct agent_server;
+
+/* listen is "unix:PATH" or "tcp:HOST:PORT"; token is copied. */
+int agent_server_start(struct agent_server **out, const char *listen, const char *token);
+void agent_server_free(struct agent_server *s);
+
+/* listen.c: a listening socket for "unix:PATH" or "tcp:HOST:PORT". A stale
+ * unix socket file is removed first; *unix_path_out (malloc'd, or NULL) is
+ * the file to remove at shutdown. */
+int agent_listen_open(int *fd_out, char **unix_path_out, const char *spec);
+
+/* The handlers (one file each). */
+void agent_handle_health(struct agent_reply *reply, const struct agent_request *req);
+void agent_handle_exec(struct agent_reply *reply, const struct agent_request *req);
+#endif
