@@ -23,7 +23,7 @@
 struct api_server {
 	struct orc_pg_pool db;
 	char *conninfo;
-	char runner[128];             /* "hostname:pid", recorded on jobs we run */
+	char runner[128];             /* "hostname:pid:starttime": owns our jobs (lease.c) */
 	int threads;
 	int workers;
 };
@@ -196,6 +196,18 @@ int api_job_wait_until(PGresult **out, int64_t tenant_id, const char *job_id, in
 int api_job_run(const char *job_id, const char *request_id);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
+
+/* ---- lease.c: runner leases ------------------------------------------ */
+
+#define LEASE_S 30            /* a job's lease outlives its runner by this */
+#define LEASE_RENEW_S 10      /* the runner renews its leases this often */
+#define LEASE_REAP_S 10       /* expired leases are looked for this often */
+
+/* Start the thread that renews our leases and reaps expired ones. */
+int api_lease_start(void);
+/* Fail every open job whose lease expired (its runner died); *count_out
+ * (may be NULL) gets how many. */
+int api_lease_reap(PGconn *db, int *count_out);
 
 /* ---- misc helpers ----------------------------------------------------- */
 

@@ -127,9 +127,9 @@ static char *event_data(const struct exec_req *x)
 static int insert_job(PGconn *db, struct api_req *r, const struct exec_req *x, const char *job_id,
 		      char *msg, size_t msglen)
 {
-	char tenant[24], timeout[24], *data = event_data(x);
-	const char *params[14];
-	int lengths[14] = { 0 }, formats[14] = { 0 };
+	char tenant[24], timeout[24], lease[24], *data = event_data(x);
+	const char *params[15];
+	int lengths[15] = { 0 }, formats[15] = { 0 };
 	PGresult *res = NULL;
 	int err;
 
@@ -151,19 +151,22 @@ static int insert_job(PGconn *db, struct api_req *r, const struct exec_req *x, c
 	params[11] = x->idempotency_key;
 	params[12] = data;
 	params[13] = r->request_id;
+	snprintf(lease, sizeof(lease), "%d", LEASE_S);
+	params[14] = lease;
 	err = orc_pg_query_bin(&res, db,
 		"WITH s AS (SELECT id, tenant_id, state, state_message FROM sandboxes"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted')),"
 		" j AS (INSERT INTO jobs (id, sandbox_id, tenant_id, command, cwd, env, login_shell,"
-		" stdin, timeout_seconds, runner, created_by_key, idempotency_key)"
+		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key)"
 		" SELECT $3, s.id, s.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
-		" $9::int, $10, $11::bigint, $12 FROM s WHERE s.state = 'ready' RETURNING id, sandbox_id,"
+		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12"
+		" FROM s WHERE s.state = 'ready' RETURNING id, sandbox_id,"
 		" tenant_id),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id,"
 		" request_id) SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.accept', $13::jsonb,"
 		" $11::bigint, nullif($14, '') FROM j)"
 		" SELECT s.state, coalesce(s.state_message, ''), j.id IS NOT NULL FROM s LEFT JOIN j ON true",
-		14, params, lengths, formats);
+		15, params, lengths, formats);
 	free(data);
 	if (err < 0)
 		return err;

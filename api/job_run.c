@@ -69,7 +69,9 @@ static int store(const char *job_id, const struct job_outcome *o, const char *re
 		"WITH j AS (UPDATE jobs SET status = $2, exit_code = $3::int, signal = $4::int,"
 		" stdout = $5::bytea, stderr = $6::bytea, stdout_bytes = $7::bigint,"
 		" stderr_bytes = $8::bigint, stdout_truncated = $9::boolean,"
-		" stderr_truncated = $10::boolean, timed_out = $11::boolean, error = $12,"
+		" stderr_truncated = $10::boolean, timed_out = $11::boolean,"
+		" error = CASE WHEN cancel_requested_at IS NOT NULL AND $2 = 'failed'"
+		" THEN 'cancelled' ELSE $12 END,"
 		" completed_at = clock_timestamp() WHERE id = $1 AND status = 'running'"
 		" RETURNING id, sandbox_id, tenant_id),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, request_id)"
@@ -100,20 +102,23 @@ void api_job_abandon(const char *job_id, const char *why)
  * address and token and the job's fields. ORC_ENOTFOUND when not claimed. */
 static int claim(PGresult **out, const char *job_id)
 {
-	const char *params[2] = { job_id, api_server.runner };
+	char lease[24];
+	const char *params[3] = { job_id, api_server.runner, lease };
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	int err;
 
+	snprintf(lease, sizeof(lease), "%d", LEASE_S);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return err;
 	err = orc_pg_query(&res, db,
-		"UPDATE jobs j SET status = 'running', started_at = clock_timestamp(), runner = $2"
+		"UPDATE jobs j SET status = 'running', started_at = clock_timestamp(), runner = $2,"
+		" lease_until = now() + $3::int * interval '1 second'"
 		" FROM sandboxes s WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id"
 		" AND s.state = 'ready' AND s.agent_address IS NOT NULL"
 		" RETURNING s.agent_address, s.agent_token, j.command, j.cwd, j.env, j.login_shell,"
 		" j.stdin, j.timeout_seconds, s.env, s.workdir",
-		2, params);
+		3, params);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err < 0)
 		return err;

@@ -190,7 +190,10 @@ int main(int argc, char **argv)
 	if (gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "unknown");
 	host[sizeof(host) - 1] = '\0';
-	snprintf(api_server.runner, sizeof(api_server.runner), "%s:%d", host, (int)getpid());
+	/* The start time tells a restarted process from an old one that had
+	 * the same pid: their jobs must not share a lease. */
+	snprintf(api_server.runner, sizeof(api_server.runner), "%s:%d:%lld", host, (int)getpid(),
+		 (long long)orc_now());
 
 	/* Signals are handled by sigwait in this thread only. */
 	signal(SIGPIPE, SIG_IGN);
@@ -205,6 +208,7 @@ int main(int argc, char **argv)
 	if (FCGX_Init() != 0 || open_socket(sock) < 0)
 		return 1;
 	if (api_notify_start(dburl) < 0 || api_lanes_start(api_server.workers) < 0 ||
+	    api_lease_start() < 0 ||
 	    start_threads(api_server.threads, request_thread) < 0)
 		return 1;
 	orc_log(ORC_LOG_INFO, "orchard-api listening", "socket", sock, "runner", api_server.runner, NULL);

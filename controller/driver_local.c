@@ -4,6 +4,7 @@
  *
  *   <id>/            root, 0711
  *     handle         "<pid>:<starttime>" of the pid-namespace init (root, 0600)
+ *     cgroup         the sandbox's cgroup directories, one per line (root, 0600)
  *     agent.log      the agent's (and bwrap's) stdout and stderr
  *     run/           sandbox uid, 0700: token (0600), agent.sock  -> /run/orchard
  *     workspace/     sandbox uid                                  -> /workspace
@@ -13,6 +14,7 @@
  * (in the database row and in <id>/handle) and /proc; nothing is kept in
  * memory that a restart would lose.
  */
+#include "cgroup.h"
 #include "driver.h"
 #include "local.h"
 
@@ -27,6 +29,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "err.h"
 #include "log.h"
 #include "strutil.h"
@@ -39,11 +42,13 @@
 #define HARD_DEADLINE_GRACE_S 3
 #define SOCK_SUFFIX "/run/agent.sock"
 #define STATE_MARKER ".orchard-state"
+#define CGROUP_FILE_MAX 4096
 
 struct local {
 	int state_fd;
 	int have_timeout;           /* the TTL watchdog is available */
 	struct ctl_strv layout;
+	struct ctl_cgroups cg;
 };
 
 static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -197,6 +202,16 @@ static int local_init(struct ctl_driver *d)
 		orc_logf(ORC_LOG_WARN, "state dir is longer than %zu bytes: agent socket paths of "
 			 "long sandbox ids will not fit in a unix socket address", max_state);
 	ctl_bwrap_host_layout(&l->layout);
+	{
+		/* One base per state dir, so controllers of different state
+		 * dirs on one host never touch each other's cgroups. */
+		uint32_t h = 2166136261u;
+		char tag[16];
+		for (const char *p = cfg->state_dir; *p; p++)
+			h = (h ^ (unsigned char)*p) * 16777619u;
+		snprintf(tag, sizeof(tag), "%08x", h);
+		ctl_cgroups_init(&l->cg, tag);
+	}
 done:
 	return err;
 }
@@ -210,6 +225,7 @@ static void local_release(struct ctl_driver *d)
 	if (l->state_fd >= 0)
 		close(l->state_fd);
 	ctl_strv_release(&l->layout);
+	ctl_cgroups_release(&l->cg);
 	free(l);
 	d->priv = NULL;
 }
@@ -368,6 +384,43 @@ static void scan_kill_fn(const char *id, pid_t pid, void *arg)
 	ctl_proc_id_kill(&p, KILL_TIMEOUT_MS);
 }
 
+/* The cgroup dirs recorded in <id>/cgroup, plus where they would be now. */
+static void sandbox_cgroups(struct ctl_strv *out, struct local *l, const char *id)
+{
+	char path[128], buf[CGROUP_FILE_MAX], *line, *save;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/cgroup", id);
+	if ((fd = openat(l->state_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		do
+			n = read(fd, buf, sizeof(buf) - 1);
+		while (n < 0 && errno == EINTR);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+				ctl_strv_push(out, line);
+		}
+	}
+	ctl_cgroup_dirs(out, &l->cg, id);
+}
+
+/* Empty (SIGKILL) and remove the sandbox's cgroups. */
+static int remove_cgroups(struct local *l, const char *id)
+{
+	struct ctl_strv dirs = CTL_STRV_INIT;
+	size_t i;
+	int err = 0;
+
+	sandbox_cgroups(&dirs, l, id);
+	for (i = 0; i < dirs.n; i++)
+		if (ctl_cgroup_remove(dirs.v[i], id, KILL_TIMEOUT_MS) < 0)
+			err = ORC_ERROR;
+	ctl_strv_release(&dirs);
+	return err;
+}
+
 static int local_destroy(struct ctl_driver *d, const char *id, const char *handle)
 {
 	struct ctl_proc_id row_p, file_p;
@@ -391,6 +444,10 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 		orc_log(ORC_LOG_ERROR, "sandbox did not die after SIGKILL", "sandbox_id", id, NULL);
 		return err;
 	}
+	/* Also kills what is left outside the pid namespace (the watchdog,
+	 * bwrap's monitor). Before the dir, which records the cgroups. */
+	if (remove_cgroups(L(d), id) < 0)
+		return ORC_ERROR;
 	if (ctl_rmtree_at(L(d)->state_fd, id) < 0) {
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
@@ -436,9 +493,38 @@ static int check_request(struct ctl_driver *d, struct ctl_sandbox *sb)
 	return 0;
 }
 
+/* The sandbox's cgroups with its limits, recorded in <id>/cgroup first so
+ * that a crash right after still lets destroy find them. */
+static int make_cgroups(struct ctl_strv *dirs, struct ctl_driver *d, const struct ctl_sandbox *sb)
+{
+	struct ctl_cg_limits lim = { sb->cpu_millis, sb->memory_bytes, d->cfg->pids_max };
+	struct orc_buf rec = ORC_BUF_INIT;
+	struct ctl_strv want = CTL_STRV_INIT;
+	size_t i;
+	int dfd = -1, err;
+
+	if (!ctl_cgroups_any(&L(d)->cg))
+		return 0;
+	ctl_cgroup_dirs(&want, &L(d)->cg, sb->id);
+	for (i = 0; i < want.n; i++)
+		orc_buf_addf(&rec, "%s\n", want.v[i]);
+	dfd = openat(L(d)->state_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || (err = write_file_at(dfd, "cgroup", orc_buf_cstr(&rec), 0600, 0, 0, 0)) < 0) {
+		err = ORC_ERROR;
+		goto done;
+	}
+	err = ctl_cgroup_create(dirs, &L(d)->cg, sb->id, &lim);
+done:
+	if (dfd >= 0)
+		close(dfd);
+	orc_buf_release(&rec);
+	ctl_strv_release(&want);
+	return err;
+}
+
 static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 {
-	struct ctl_strv argv = CTL_STRV_INIT;
+	struct ctl_strv argv = CTL_STRV_INIT, cgdirs = CTL_STRV_INIT, procs = CTL_STRV_INIT;
 	struct ctl_proc_id p;
 	struct ctl_spawn sp;
 	char handle[48], *why;
@@ -464,6 +550,12 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		sb->error = xstrdup("could not prepare the sandbox directory on the host");
 		goto fail;
 	}
+	if ((err = make_cgroups(&cgdirs, d, sb)) < 0) {
+		sb->error = xstrdup("could not create the sandbox's cgroups (resource limits)");
+		goto fail;
+	}
+	for (size_t i = 0; i < cgdirs.n; i++)
+		ctl_strv_pushf(&procs, "%s/cgroup.procs", cgdirs.v[i]);
 	{
 		char *dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
 		struct ctl_bwrap_spec spec = {
@@ -478,6 +570,7 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 	sp = (struct ctl_spawn){
 		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
 		d->cfg->sandbox_uid, d->cfg->sandbox_gid, LAUNCH_TIMEOUT_MS,
+		procs.n ? procs.v : NULL,
 	};
 	if ((err = ctl_spawn_detached(&ns_init, &sp)) < 0) {
 		why = local_diagnose(d, sb->id);
@@ -517,6 +610,8 @@ done:
 	if (logfd >= 0)
 		close(logfd);
 	ctl_strv_release(&argv);
+	ctl_strv_release(&cgdirs);
+	ctl_strv_release(&procs);
 	return err;
 }
 
@@ -545,6 +640,11 @@ static void scan_list_fn(const char *id, pid_t pid, void *arg)
 	id_list_add(arg, id);
 }
 
+static void cgroup_list_fn(const char *id, void *arg)
+{
+	id_list_add(arg, id);
+}
+
 static int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout)
 {
 	struct id_list l = { NULL, 0, 0 };
@@ -565,6 +665,7 @@ static int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout)
 			id_list_add(&l, de->d_name);
 	closedir(dir);
 	ctl_proc_scan_bwrap(d->cfg->state_dir, scan_list_fn, &l);
+	ctl_cgroups_list(&L(d)->cg, cgroup_list_fn, &l);
 	/* Sort and drop duplicates (a sandbox has a dir and two processes). */
 	if (l.n)
 		qsort(l.v, l.n, sizeof(*l.v), cmp_str);

@@ -218,6 +218,45 @@ class Env:
                 pids.append(int(d))
         return pids
 
+    def cgroup_bases(self):
+        """Every cgroup base our controllers logged (one per controller)."""
+        bases = set()
+        for name in os.listdir(self.base):
+            if not name.endswith(".log"):
+                continue
+            with open(os.path.join(self.base, name), errors="replace") as f:
+                for line in f:
+                    if '"sandbox limits"' in line:
+                        d = json.loads(line)
+                        bases.update(d[k] for k in ("cpu", "memory", "pids")
+                                     if d.get(k, "").startswith("/sys/fs/cgroup/"))
+        return bases
+
+    def remove_cgroups(self):
+        """Sandbox cgroups are nested in ours: never leave them behind."""
+        for base in self.cgroup_bases():
+            if not os.path.isdir(base):
+                continue
+            for sub in os.listdir(base):
+                d = os.path.join(base, sub)
+                if not os.path.isdir(d):
+                    continue
+                for _ in range(200):
+                    for pid in read1(os.path.join(d, "cgroup.procs")).split():
+                        try:
+                            os.kill(int(pid), signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    try:
+                        os.rmdir(d)
+                        break
+                    except OSError:
+                        time.sleep(0.01)
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
     def close(self):
         for c in [self.ctl] + self.others:
             if c:
@@ -227,6 +266,7 @@ class Env:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.remove_cgroups()
         try:
             self.pg.stop()
         finally:
@@ -271,6 +311,46 @@ def agent_get(address, path, token=None):
     body = r.read()
     c.close()
     return r.status, body
+
+
+def agent_exec(address, token, command, timeout=30):
+    """POST /exec on a sandbox's agent (docs/agent-protocol.md)."""
+    assert address.startswith("unix:"), address
+    c = UnixHTTPConnection(address[5:], timeout=timeout + 10)
+    c.request("POST", "/exec", body=json.dumps({"command": command, "timeout_seconds": timeout}),
+              headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    assert r.status == 200, (r.status, body)
+    return json.loads(body)
+
+
+def limits_log(ctl):
+    lines = [l for l in ctl.log_lines() if l.get("msg") == "sandbox limits"]
+    assert lines, "no 'sandbox limits' line in the controller log"
+    return lines[-1]
+
+
+def sandbox_cgroups(env, sid):
+    """The cgroup dirs the controller recorded for a sandbox."""
+    with open(os.path.join(env.sandbox_dir(sid), "cgroup")) as f:
+        return f.read().split()
+
+
+def cgroup_of(dirs, ctrl):
+    for d in dirs:
+        if os.path.exists(os.path.join(d, {"cpu": "cpu.cfs_quota_us", "memory": "memory.limit_in_bytes",
+                                           "pids": "pids.max"}[ctrl])) or \
+                os.path.exists(os.path.join(d, {"cpu": "cpu.max", "memory": "memory.max",
+                                                "pids": "pids.max"}[ctrl])):
+            return d
+    raise AssertionError("no %s cgroup among %r" % (ctrl, dirs))
+
+
+def read1(path):
+    with open(path) as f:
+        return f.read().strip()
 
 
 @pytest.fixture(scope="module")
@@ -749,6 +829,122 @@ def test_ttl_holds_while_the_controller_is_down(env):
     row = env.wait_state(sid, "deleted", timeout=5)
     assert row["state_message"] == "ttl expired after 3s"
     assert not os.path.exists(env.sandbox_dir(sid))
+
+
+
+# ---- limits (cgroups) ----------------------------------------------------------
+
+def test_startup_reports_the_enforced_limits(env):
+    line = limits_log(env.ctl)
+    assert re.fullmatch(r"cpu=(v1|v2|off) memory=(v1|v2|off) pids=(v1|v2|off)", line["enforced"]), line
+    if os.path.isdir("/sys/fs/cgroup/memory") and IS_ROOT:   # this machine: cgroup v1, root
+        assert line["enforced"] == "cpu=v1 memory=v1 pids=v1", line
+
+
+needs_limits = pytest.mark.skipif(not IS_ROOT, reason="cgroups need root here")
+
+
+@needs_limits
+def test_limits_are_written_and_every_process_is_in_the_cgroup(env):
+    sid, _ = env.insert(cpu_millis=500, memory_bytes=96 * 1024 * 1024)
+    row = env.wait_state(sid, "ready")
+    dirs = sandbox_cgroups(env, sid)
+    cpu, mem, pids = (cgroup_of(dirs, c) for c in ("cpu", "memory", "pids"))
+    if os.path.exists(os.path.join(cpu, "cpu.cfs_quota_us")):
+        assert read1(os.path.join(cpu, "cpu.cfs_period_us")) == "100000"
+        assert read1(os.path.join(cpu, "cpu.cfs_quota_us")) == "50000"
+        assert read1(os.path.join(mem, "memory.limit_in_bytes")) == str(96 * 1024 * 1024)
+        if os.path.exists(os.path.join(mem, "memory.memsw.limit_in_bytes")):
+            assert read1(os.path.join(mem, "memory.memsw.limit_in_bytes")) == str(96 * 1024 * 1024)
+    else:
+        assert read1(os.path.join(cpu, "cpu.max")) == "50000 100000"
+        assert read1(os.path.join(mem, "memory.max")) == str(96 * 1024 * 1024)
+    assert read1(os.path.join(pids, "pids.max")) == "1024"
+    # Everything of the sandbox, including bwrap's monitor and the watchdog.
+    ns_init = pid_of(row["driver_handle"])[0]
+    members = {int(p) for p in read1(os.path.join(pids, "cgroup.procs")).split()}
+    assert set(sandbox_pids(ns_init)) <= members
+    with open("/proc/%d/stat" % ns_init) as f:
+        outer = int(f.read().rsplit(")", 1)[1].split()[1])
+    assert outer in members
+    env.set_state(sid, "deleting")
+    env.wait_state(sid, "deleted")
+    for d in dirs:
+        assert not os.path.exists(d), d
+
+
+@needs_limits
+def test_memory_hog_is_killed_inside_its_sandbox_only(env):
+    small, tok = env.insert(memory_bytes=64 * 1024 * 1024)
+    other, tok2 = env.insert()
+    rs = env.wait_state(small, "ready")
+    ro = env.wait_state(other, "ready")
+    r = agent_exec(rs["agent_address"], tok,
+                   "head -c 1G /dev/zero | tail > /dev/null; echo tail-exit=$?", timeout=60)
+    assert "tail-exit=137" in r["stdout"], r          # SIGKILLed by the OOM killer
+    mem = cgroup_of(sandbox_cgroups(env, small), "memory")
+    if os.path.exists(os.path.join(mem, "memory.oom_control")):
+        assert re.search(r"^oom_kill [1-9]", read1(os.path.join(mem, "memory.oom_control")), re.M)
+    # The agent, the sandbox and its neighbour live on.
+    assert agent_get(rs["agent_address"], "/health", tok)[0] == 200
+    assert agent_exec(rs["agent_address"], tok, "echo still here")["stdout"] == "still here\n"
+    assert env.row(small)["state"] == "ready" and proc_alive(rs["driver_handle"])
+    assert agent_exec(ro["agent_address"], tok2, "echo fine")["stdout"] == "fine\n"
+    for sid in (small, other):
+        env.set_state(sid, "deleting")
+        env.wait_state(sid, "deleted")
+
+
+@needs_limits
+def test_fork_bomb_is_contained(env):
+    assert env.ctl.stop() == 0
+    env.ctl = env.start(name="controller-pids", ORCHARD_SANDBOX_PIDS_MAX="64")
+    try:
+        bomb, tok = env.insert(cpu_millis=500)
+        other, tok2 = env.insert()
+        rb = env.wait_state(bomb, "ready")
+        ro = env.wait_state(other, "ready")
+        pids = cgroup_of(sandbox_cgroups(env, bomb), "pids")
+        assert read1(os.path.join(pids, "pids.max")) == "64"
+        import threading
+        result = {}
+        t = threading.Thread(target=lambda: result.update(agent_exec(
+            rb["agent_address"], tok, "b() { b | b & }; b; sleep 3", timeout=4)))
+        t.start()
+        try:
+            wait_for(lambda: int(read1(os.path.join(pids, "pids.current"))) >= 60, timeout=10,
+                     what="the bomb to reach the limit")
+            # The host and the neighbour carry on while the bomb runs.
+            assert subprocess.run(["true"]).returncode == 0
+            assert agent_exec(ro["agent_address"], tok2, "echo fine")["stdout"] == "fine\n"
+            assert int(read1(os.path.join(pids, "pids.current"))) <= 64
+            assert int(re.search(r"max (\d+)", read1(os.path.join(pids, "pids.events"))).group(1)) > 0
+        finally:
+            t.join(30)
+        assert "exit_code" in result, result   # the exec call itself came back
+        # After the agent killed the command's group the sandbox works again.
+        wait_for(lambda: agent_get(rb["agent_address"], "/health", tok)[0] == 200, timeout=10,
+                 what="agent healthy after the bomb")
+        assert env.row(bomb)["state"] == "ready"
+        for sid in (bomb, other):
+            env.set_state(sid, "deleting")
+            env.wait_state(sid, "deleted")
+        assert not os.path.exists(pids)
+    finally:
+        assert env.ctl.stop() == 0
+        env.ctl = env.start(name="controller")
+
+
+@needs_limits
+def test_cpu_quota_throttles(env):
+    sid, tok = env.insert(cpu_millis=200)
+    row = env.wait_state(sid, "ready")
+    cpu = cgroup_of(sandbox_cgroups(env, sid), "cpu")
+    agent_exec(row["agent_address"], tok, "timeout 1 sh -c 'while :; do :; done'; true")
+    stat = dict(l.split() for l in read1(os.path.join(cpu, "cpu.stat")).splitlines())
+    assert int(stat["nr_throttled"]) > 0, stat
+    env.set_state(sid, "deleting")
+    env.wait_state(sid, "deleted")
 
 
 # ---- measurement (opt-in: ORCHARD_BENCH=1; prints figures, asserts nothing on time)
