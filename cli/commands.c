@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "cli.h"
+#include "replay.h"
 
 const char cli_main_usage[] =
 	"usage: orchardctl [--url URL] [--api-key KEY] [--cacert FILE] [--context NAME]\n"
@@ -62,6 +63,14 @@ static const struct cli_cmd jobs_cmds[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
 };
 
+static const struct cli_cmd trajectory_cmds[] = {
+	{ "export", cmd_trajectory_export, "export trajectories as JSON lines", trajectory_export_usage,
+	  "  orchardctl trajectory export demo -o demo.jsonl\n"
+	  "  orchardctl trajectory export --all -l run=42 --limit 500 -o run42.jsonl\n",
+	  trajectory_export_opts, NULL, CLI_ARG_SANDBOX },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
 const struct cli_cmd cli_commands[] = {
 	{ "create", cmd_create, "create a sandbox", create_usage,
 	  "  orchardctl create --wait\n"
@@ -92,6 +101,13 @@ const struct cli_cmd cli_commands[] = {
 	{ "jobs", NULL, "inspect, wait for and cancel jobs", jobs_usage,
 	  "  orchardctl jobs ls demo\n  orchardctl jobs wait \"$JOB\" && orchardctl jobs logs \"$JOB\"\n",
 	  NULL, jobs_cmds, CLI_ARG_COMMAND },
+	{ "trajectory", NULL, "export recorded trajectories", trajectory_usage,
+	  "  orchardctl trajectory export demo > demo.jsonl\n", NULL, trajectory_cmds, CLI_ARG_COMMAND },
+	{ "replay", cmd_replay, "replay trajectories into fresh sandboxes and compare", replay_usage,
+	  "  orchardctl replay demo.jsonl\n"
+	  "  orchardctl replay run42.jsonl --parallel 16 --compare exit-code\n"
+	  "  orchardctl replay demo.jsonl --image host --keep -o json | jq .summary\n",
+	  replay_opts, NULL, CLI_ARG_NONE },
 	{ "rm", cmd_rm, "delete sandboxes", rm_usage,
 	  "  orchardctl rm demo other\n"
 	  "  orchardctl rm --all -l run=42        # asks first\n"

@@ -19,7 +19,7 @@ PACKAGES=(
 	postgresql postgresql-client nginx openssl bubblewrap curl
 	iproute2 procps ca-certificates util-linux
 	# tests
-	python3 python3-pytest python3-requests python3-yaml
+	python3 python3-pytest python3-requests python3-yaml python3-jsonschema python3-kubernetes
 )
 
 check_only=0
