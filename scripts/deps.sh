@@ -20,6 +20,7 @@ PACKAGES=(
 	iproute2 procps ca-certificates util-linux
 	# tests
 	python3 python3-pytest python3-requests python3-yaml python3-jsonschema python3-kubernetes
+	git busybox-static patchelf
 )
 
 check_only=0

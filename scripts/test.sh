@@ -26,8 +26,8 @@ elif ! bin/unit-tests; then
 	rc=1
 fi
 
-echo "== integration tests (tests/integration)"
-/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration "$@"
+echo "== integration tests (tests/integration, tests/k8s)"
+/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration tests/k8s "$@"
 prc=$?
 case $prc in
 0) ;;

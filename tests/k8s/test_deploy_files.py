@@ -1,0 +1,225 @@
+"""docker-compose.yml, docker/Dockerfile and the scripts the images run.
+
+No container engine runs here, so the images are not built; what can be
+checked without one is: the compose file's structure and references, the
+Dockerfile's stages and COPY sources, the agent bundle really running in an
+empty root (bubblewrap), and the nginx entry point rendering the real
+template into a config `nginx -t` accepts.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+
+import pytest
+import requests
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DOCKERFILE = os.path.join(REPO, "docker", "Dockerfile")
+
+
+def dockerfile_instructions(path):
+    """(instruction, args) pairs with continuations joined, comments dropped."""
+    out, cur = [], ""
+    with open(path) as f:
+        for line in f:
+            s = line.rstrip("\n")
+            if not cur and (not s.strip() or s.lstrip().startswith("#")):
+                continue
+            if s.endswith("\\"):
+                cur += s[:-1] + " "
+                continue
+            cur += s
+            instr, _, args = cur.strip().partition(" ")
+            out.append((instr.upper(), args.strip()))
+            cur = ""
+    return out
+
+
+def stages(path):
+    names = []
+    for instr, args in dockerfile_instructions(path):
+        if instr == "FROM":
+            m = re.match(r"^(\S+)(?:\s+AS\s+(\S+))?$", args, re.I)
+            assert m, args
+            names.append(m.group(2))
+    return names
+
+
+def test_dockerfile_stages_and_copy_sources_exist():
+    seen = []
+    targets = set(stages(DOCKERFILE))
+    assert {"build", "api", "nginx", "controller", "agent"} <= targets
+    for instr, args in dockerfile_instructions(DOCKERFILE):
+        if instr == "FROM":
+            base = args.split()[0]
+            assert base == "${DEBIAN_IMAGE}" or base in seen, "FROM %s" % base
+            seen.append(args.split()[-1])
+        if instr == "COPY":
+            words = shlex.split(args)
+            flags = [w for w in words if w.startswith("--")]
+            paths = [w for w in words if not w.startswith("--")]
+            src = paths[:-1]
+            assert src and paths[-1], args
+            frm = [f.split("=", 1)[1] for f in flags if f.startswith("--from=")]
+            if frm:
+                assert frm[0] in seen, "COPY --from=%s before that stage" % frm[0]
+                continue
+            for s in src:
+                assert os.path.exists(os.path.join(REPO, s)), "COPY source %s missing" % s
+
+
+def test_dockerfile_runtime_images_are_not_root():
+    current, users = None, {}
+    for instr, args in dockerfile_instructions(DOCKERFILE):
+        if instr == "FROM":
+            current = args.split()[-1]
+        if instr == "USER":
+            users[current] = args
+    for target in ("api", "nginx", "controller", "agent"):
+        assert target in users and not users[target].startswith("0"), target
+
+
+def test_compose_file_structure_and_references():
+    with open(os.path.join(REPO, "docker-compose.yml")) as f:
+        compose = yaml.safe_load(f)
+    services = compose["services"]
+    assert {"postgres", "migrate", "api", "nginx", "controller"} <= set(services)
+    volumes = set(compose.get("volumes") or {})
+    for name, svc in services.items():
+        assert "image" in svc or "build" in svc, name
+        build = svc.get("build")
+        if build:
+            ctx = os.path.normpath(os.path.join(REPO, build["context"]))
+            dockerfile = os.path.join(ctx, build["dockerfile"])
+            assert os.path.isfile(dockerfile), name
+            assert build["target"] in stages(dockerfile), name
+        for dep, cond in (svc.get("depends_on") or {}).items():
+            assert dep in services, (name, dep)
+            assert cond["condition"] in ("service_started", "service_healthy",
+                                         "service_completed_successfully")
+            if cond["condition"] == "service_healthy":
+                assert "healthcheck" in services[dep], (name, dep)
+        for v in svc.get("volumes") or []:
+            src = v.split(":")[0]
+            if not src.startswith((".", "/")):
+                assert src in volumes, (name, src)
+        for p in svc.get("ports") or []:
+            assert p.startswith("127.0.0.1:"), "%s publishes %s beyond loopback" % (name, p)
+        env = svc.get("environment") or {}
+        assert all(isinstance(v, str) for v in env.values()), name
+    ctl = services["controller"]
+    assert "SYS_ADMIN" in ctl["cap_add"] and "seccomp=unconfined" in ctl["security_opt"]
+    shared = {"api": "api-run", "nginx": "api-run"}
+    for svc, vol in shared.items():
+        assert any(v.startswith(vol + ":/run/orchard") for v in services[svc]["volumes"])
+    for svc in ("api", "nginx", "controller"):
+        assert any(v.startswith("sandboxes:/var/lib/orchard/sandboxes")
+                   for v in services[svc]["volumes"]), svc
+
+
+# ---- the agent bundle -------------------------------------------------------
+
+AGENT = os.path.join(REPO, "bin", "orchard-agent")
+
+
+def _bwrap_works():
+    if not shutil.which("bwrap"):
+        return False
+    return subprocess.run(["bwrap", "--ro-bind", "/", "/", "true"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    if not os.access(AGENT, os.X_OK):
+        pytest.skip("bin/orchard-agent is not built")
+    if not shutil.which("patchelf"):
+        pytest.skip("patchelf (Debian package) is not installed")
+    out = tmp_path_factory.mktemp("bundle") / "orchard"
+    r = subprocess.run([os.path.join(REPO, "docker", "bundle-agent.sh"), AGENT, str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "patched=1" in r.stdout
+    return out
+
+
+def _empty_root_argv(tmp_path, bundle, *extra):
+    empty = tmp_path / "empty"
+    empty.mkdir(exist_ok=True)
+    return ["bwrap", "--bind", str(empty), "/", "--ro-bind", str(bundle), "/orchard",
+            "--proc", "/proc", "--dev", "/dev", "--die-with-parent", *extra]
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap cannot make namespaces here")
+def test_bundled_agent_runs_in_an_empty_root(tmp_path, bundle):
+    libs = sorted(os.listdir(bundle / "lib"))
+    assert any(lib.startswith("ld-linux") for lib in libs) and "libc.so.6" in libs
+    r = subprocess.run(_empty_root_argv(tmp_path, bundle) +
+                       ["/orchard/bin/orchard-agent", "--version"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "orchard-agent" in r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap cannot make namespaces here")
+def test_bundled_agent_serves_health_from_an_empty_root(tmp_path, bundle):
+    tokdir = tmp_path / "tok"
+    tokdir.mkdir()
+    (tokdir / "token").write_text("bundle-token\n")
+    argv = _empty_root_argv(tmp_path, bundle, "--ro-bind", str(tokdir), "/run/orchard") + [
+        "/orchard/bin/orchard-agent", "--listen", "tcp:127.0.0.1:18823",
+        "--token-file", "/run/orchard/token"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = "http://127.0.0.1:18823/health"
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                r = requests.get(url, headers={"Authorization": "Bearer bundle-token"},
+                                 timeout=2)
+                break
+            except requests.ConnectionError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "agent did not listen"
+                time.sleep(0.05)
+        assert r.status_code == 200 and r.json()["status"] == "ok"
+        assert requests.get(url, timeout=2).status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# ---- the nginx entry point ----------------------------------------------------
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+
+
+@pytest.mark.skipif(NGINX is None, reason="nginx is not installed")
+def test_nginx_entrypoint_renders_a_config_nginx_accepts(tmp_path):
+    env = dict(os.environ, NGINX=NGINX, ORCHARD_TLS_SELF_SIGNED="1",
+               ORCHARD_NGINX_PREFIX=str(tmp_path / "ngx"),
+               ORCHARD_NGINX_TEMPLATES=os.path.join(REPO, "nginx"),
+               ORCHARD_TLS_CERT=str(tmp_path / "tls" / "tls.crt"),
+               ORCHARD_TLS_KEY=str(tmp_path / "tls" / "tls.key"),
+               ORCHARD_API_SOCKET=str(tmp_path / "api.sock"))
+    r = subprocess.run([os.path.join(REPO, "docker", "nginx-entrypoint.sh"), "--check"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    conf = (tmp_path / "ngx" / "orchard.conf").read_text()
+    assert "listen 0.0.0.0:8443 ssl;" in conf
+    assert "unix:%s" % (tmp_path / "api.sock") in conf
+    assert not re.search(r"@[A-Z_]+@", conf)
+    assert os.readlink(tmp_path / "ngx" / "log" / "nginx-error.log") == "/dev/stderr"
+
+
+def test_nginx_entrypoint_refuses_unsafe_values(tmp_path):
+    env = dict(os.environ, ORCHARD_NGINX_PREFIX=str(tmp_path),
+               ORCHARD_API_SOCKET="/run/x;evil")
+    r = subprocess.run([os.path.join(REPO, "docker", "nginx-entrypoint.sh"), "--check"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "unsafe value" in r.stderr
