@@ -113,6 +113,8 @@ void api_dispatch(struct api_req *r);
 int api_auth_handle(struct api_req *r);              /* auth.c */
 int api_root_get(struct api_req *r);                 /* service.c */
 int api_health_get(struct api_req *r);
+int api_ready_get(struct api_req *r);                /* resources.c */
+int api_resources_get(struct api_req *r);
 int api_sandbox_create(struct api_req *r);           /* sandbox_create.c */
 int api_sandbox_list(struct api_req *r);             /* sandboxes.c */
 int api_sandbox_get(struct api_req *r);
@@ -122,6 +124,15 @@ int api_sandbox_heartbeat(struct api_req *r);
 int api_exec_post(struct api_req *r);                /* exec.c */
 int api_job_get(struct api_req *r);                  /* jobs.c */
 int api_job_wait(struct api_req *r);
+int api_trajectory_get(struct api_req *r);           /* trajectory.c */
+int api_trajectory_bulk(struct api_req *r);
+int api_job_list(struct api_req *r);                 /* job_list.c */
+int api_job_cancel(struct api_req *r);               /* job_cancel.c */
+int api_tenant_list(struct api_req *r);              /* tenants.c (admin) */
+int api_tenant_create(struct api_req *r);
+int api_tenant_patch(struct api_req *r);
+int api_key_list(struct api_req *r);                 /* keys.c (admin) */
+int api_key_revoke(struct api_req *r);
 
 /* ---- auth.c: the verified-key cache ----------------------------------- */
 
@@ -168,6 +179,9 @@ json_object *api_sandbox_view(PGresult *res, int row);
 #define API_SANDBOX_COL_STATE 8   /* s.state in api_sandbox_cols */
 #define API_JOB_COL_STATUS 3      /* j.status in api_job_cols */
 json_object *api_job_view(PGresult *res, int row);
+/* A job without its output (stdout, stderr), from api_job_summary_cols. */
+extern const char api_job_summary_cols[];
+json_object *api_job_summary_view(PGresult *res, int row);
 /* Status strings derived from the sandbox state. */
 const char *api_sandbox_status(const char *state);
 
@@ -197,6 +211,16 @@ int api_job_run(const char *job_id, const char *request_id);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
 
+/* ---- quota.c ---------------------------------------------------------- */
+
+/*
+ * Inside the caller's transaction: lock the tenant's row and check that a
+ * new sandbox of cpu_millis and memory_bytes fits the tenant's quotas.
+ * ORC_EQUOTA with a message naming the quota and the numbers.
+ */
+int api_quota_check(PGconn *db, int64_t tenant_id, int64_t cpu_millis, int64_t memory_bytes,
+		    char *msg, size_t msglen);
+
 /* ---- lease.c: runner leases ------------------------------------------ */
 
 #define LEASE_S 30            /* a job's lease outlives its runner by this */
@@ -208,6 +232,18 @@ int api_lease_start(void);
 /* Fail every open job whose lease expired (its runner died); *count_out
  * (may be NULL) gets how many. */
 int api_lease_reap(PGconn *db, int *count_out);
+
+/* ---- cursor.c: keyset pagination ------------------------------------- */
+
+/* SQL for a row's cursor position (epoch microseconds of created_at). */
+#define API_CURSOR_US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+
+struct api_cursor {
+	char us[24];          /* created_at in epoch microseconds */
+	const char *id;       /* points into the parsed string */
+};
+/* "<us>_<id>" as returned in next_cursor; ORC_EINVALID otherwise. */
+int api_cursor_parse(struct api_cursor *out, const char *s);
 
 /* ---- misc helpers ----------------------------------------------------- */
 

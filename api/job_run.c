@@ -130,7 +130,7 @@ static int claim(PGresult **out, const char *job_id)
 	return 0;
 }
 
-static char *agent_body(PGresult *job, int64_t timeout)
+static char *agent_body(PGresult *job, const char *job_id, int64_t timeout)
 {
 	json_object *o = json_object_new_object();
 	unsigned char *in = NULL;
@@ -149,6 +149,8 @@ static char *agent_body(PGresult *job, int64_t timeout)
 			json_object_object_add(env, k, json_object_get(v));
 	}
 	json_object_put(job_env);
+	/* the agent knows the job by it for POST /exec/cancel */
+	json_object_object_add(o, "job_id", json_object_new_string(job_id));
 	json_object_object_add(o, "command", json_tokener_parse(PQgetvalue(job, 0, 2)));
 	if (!PQgetisnull(job, 0, 3))
 		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, 3)));
@@ -242,7 +244,7 @@ int api_job_run(const char *job_id, const char *request_id)
 	}
 	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, 7), 1, 86400) < 0)
 		timeout = 300;
-	body = agent_body(job, timeout);
+	body = agent_body(job, job_id, timeout);
 	memset(&req, 0, sizeof(req));
 	req.address = PQgetvalue(job, 0, 0);
 	req.token = PQgetvalue(job, 0, 1);

@@ -23,10 +23,13 @@ struct api_route {
 
 #define ROUTE_PUBLIC 1u   /* no authentication (nginx does not auth_request it) */
 #define ROUTE_ANY_ID 2u   /* the handler copes with ids that are not DNS labels */
+#define ROUTE_ADMIN 4u    /* admin keys only (403 for others) */
 
 static const struct api_route routes[] = {
 	{ "GET",    "/",                         api_root_get,          ROUTE_PUBLIC },
 	{ "GET",    "/health",                   api_health_get,        ROUTE_PUBLIC },
+	{ "GET",    "/ready",                    api_ready_get,         ROUTE_PUBLIC },
+	{ "GET",    "/resources",                api_resources_get,     0 },
 	{ "POST",   "/sandboxes",                api_sandbox_create,    0 },
 	{ "GET",    "/sandboxes",                api_sandbox_list,      0 },
 	{ "GET",    "/sandboxes/{id}",           api_sandbox_get,       0 },
@@ -34,8 +37,17 @@ static const struct api_route routes[] = {
 	{ "GET",    "/sandboxes/{id}/wait",      api_sandbox_wait,      0 },
 	{ "POST",   "/sandboxes/{id}/heartbeat", api_sandbox_heartbeat, 0 },
 	{ "POST",   "/sandboxes/{id}/exec",      api_exec_post,         0 },
+	{ "GET",    "/sandboxes/{id}/jobs",      api_job_list,          0 },
 	{ "GET",    "/jobs/{id}",                api_job_get,           0 },
 	{ "GET",    "/jobs/{id}/wait",           api_job_wait,          0 },
+	{ "GET",    "/sandboxes/{id}/trajectory", api_trajectory_get,   0 },
+	{ "GET",    "/trajectories",             api_trajectory_bulk,   0 },
+	{ "POST",   "/jobs/{id}/cancel",         api_job_cancel,        0 },
+	{ "GET",    "/tenants",                  api_tenant_list,       ROUTE_ADMIN },
+	{ "POST",   "/tenants",                  api_tenant_create,     ROUTE_ADMIN },
+	{ "PATCH",  "/tenants/{id}",             api_tenant_patch,      ROUTE_ADMIN },
+	{ "GET",    "/keys",                     api_key_list,          ROUTE_ADMIN },
+	{ "DELETE", "/keys/{id}",                api_key_revoke,        ROUTE_ADMIN },
 };
 
 int api_valid_id(const char *s)
@@ -68,6 +80,18 @@ static int route_match(const char *pattern, const char *path, const char **id_st
 		s++;
 	}
 	return !*p && !*s;
+}
+
+/* What the {id} of a path names, for a 404 message. */
+static const char *id_kind(const char *path)
+{
+	if (!strncmp(path, "/jobs/", 6))
+		return "job";
+	if (!strncmp(path, "/tenants/", 9))
+		return "tenant";
+	if (!strncmp(path, "/keys/", 6))
+		return "key";
+	return "sandbox";
 }
 
 static int handle_auth(struct api_req *r)
@@ -116,12 +140,15 @@ void api_dispatch(struct api_req *r)
 		api_reply_error(r, ORC_EUNAUTH, "missing API key");
 		goto done;
 	}
+	if ((hit->flags & ROUTE_ADMIN) && strcmp(r->role, "admin")) {
+		api_reply_error(r, ORC_EFORBIDDEN, "%s %s needs an admin key", r->method, r->path);
+		goto done;
+	}
 	if (id_start) {
 		char *id = api_own_mem(r, xstrndup(id_start, id_len));
 		r->id = id;
 		if (!(hit->flags & ROUTE_ANY_ID) && !api_valid_id(id)) {
-			api_reply_error(r, ORC_ENOTFOUND, "%s not found",
-					!strncmp(r->path, "/jobs/", 6) ? "job" : "sandbox");
+			api_reply_error(r, ORC_ENOTFOUND, "%s not found", id_kind(r->path));
 			goto done;
 		}
 	}

@@ -184,8 +184,9 @@ static char *event_data(const struct create_req *c)
 }
 
 static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct create_req *c,
-		  const char *id)
+		  const char *id, char *msg, size_t msglen)
 {
+	PGresult *res = NULL;
 	char tenant[24], cpu_m[24], mem_b[24], timeout[24], ttl[24], idle[24], token[65];
 	char *data = event_data(c), *sql;
 	const char *params[19];
@@ -227,7 +228,18 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 		" SELECT s.id, s.tenant_id, 'sandbox.create', $18::jsonb, $16::bigint, nullif($19, '')"
 		" FROM s)"
 		" SELECT %s FROM s JOIN tenants t ON t.id = s.tenant_id", api_sandbox_cols);
-	err = orc_pg_query(out, db, sql, 19, params);
+	/* The quota check and the insert are one transaction (quota.c). */
+	if ((err = orc_pg_begin(db)) < 0)
+		goto done;
+	if ((err = api_quota_check(db, r->tenant_id, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
+	    (err = orc_pg_query(&res, db, sql, 19, params)) < 0 ||
+	    (err = orc_pg_commit(db)) < 0) {
+		orc_pg_rollback(db);
+		PQclear(res);
+		goto done;
+	}
+	*out = res;
+done:
 	free(sql);
 	free(data);
 	return err;
@@ -256,7 +268,7 @@ int api_sandbox_create(struct api_req *r)
 			orc_random_hex(genid, 4);
 			id = genid;
 		}
-		err = insert(&res, db, r, &c, id);
+		err = insert(&res, db, r, &c, id, msg, sizeof(msg));
 		if (err != ORC_ECONFLICT)
 			break;
 		/* A concurrent request with our Idempotency-Key won the race? */
@@ -271,6 +283,8 @@ done:
 	if (err == ORC_ECONFLICT)
 		return api_reply_error(r, err, "sandbox \"%s\" already exists",
 				       c.sandbox_id ? c.sandbox_id : "(generated)");
+	if (err == ORC_EQUOTA)
+		return api_reply_error(r, err, "%s", msg);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the sandbox");
 	api_own_pg(r, res);

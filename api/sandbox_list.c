@@ -2,7 +2,9 @@
  * GET /sandboxes: the caller's live sandboxes, oldest first.
  *
  *   ?status=pending|ready|failed   filter by status
- *   ?label=key=value               filter by label (repeatable: all must match)
+ *   ?label=key=value               filter by label (repeatable: all must match;
+ *                                  the same key twice with two values matches
+ *                                  nothing)
  *   ?limit=N                       page size, default 100, at most 1000
  *   ?cursor=C                      the next_cursor of the previous page
  *
@@ -25,29 +27,10 @@
 
 struct list_req {
 	const char *status;
-	json_object *labels;      /* NULL: no label filter */
+	json_object *labels;      /* NULL: no label filter; else [{k: v}, ...] */
 	int64_t limit;
-	char cursor_us[24];       /* "" when absent */
-	const char *cursor_id;
+	struct api_cursor cursor; /* us "" when absent */
 };
-
-static int parse_cursor(struct list_req *l, struct api_req *r, const char *c)
-{
-	const char *us = c, *sep = strchr(c, '_');
-	int64_t v;
-	char num[24];
-
-	if (!sep || (size_t)(sep - us) >= sizeof(num))
-		return ORC_EINVALID;
-	memcpy(num, us, (size_t)(sep - us));
-	num[sep - us] = '\0';
-	if (orc_parse_i64(&v, num, 0, INT64_MAX) < 0 || !api_valid_id(sep + 1))
-		return ORC_EINVALID;
-	snprintf(l->cursor_us, sizeof(l->cursor_us), "%lld", (long long)v);
-	l->cursor_id = sep + 1;
-	(void)r;
-	return 0;
-}
 
 static int parse_list(struct list_req *l, struct api_req *r)
 {
@@ -66,25 +49,31 @@ static int parse_list(struct list_req *l, struct api_req *r)
 	if ((v = api_req_query(r, "limit")) && orc_parse_i64(&l->limit, v, 1, LIST_MAX) < 0)
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'limit' must be an integer "
 				       "from 1 to %d", LIST_MAX);
-	if ((v = api_req_query(r, "cursor")) && *v && parse_cursor(l, r, v) < 0)
+	if ((v = api_req_query(r, "cursor")) && *v && api_cursor_parse(&l->cursor, v) < 0)
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'cursor' is not a cursor "
 				       "this server returned");
+	/* Each label=key=value must hold (AND): a JSON array of one-label
+	 * objects, each of which the row's labels must contain. */
 	for (i = 0; i < r->nquery; i++) {
+		json_object *pair, *value;
 		const char *eq;
 		char *key;
+		int err;
 		if (strcmp(r->query[i].key, "label"))
 			continue;
 		v = r->query[i].value;
 		if (!(eq = strchr(v, '=')))
 			return api_reply_error(r, ORC_EINVALID, "query parameter 'label' must be key=value");
+		key = api_own_mem(r, xstrndup(v, (size_t)(eq - v)));
+		value = json_object_new_string(eq + 1);
+		pair = json_object_new_object();
+		json_object_object_add(pair, key, value);
 		if (!l->labels)
-			l->labels = api_own_json(r, json_object_new_object());
-		key = xstrndup(v, (size_t)(eq - v));
-		json_object_object_add(l->labels, key, json_object_new_string(eq + 1));
-		free(key);
+			l->labels = api_own_json(r, json_object_new_array());
+		json_object_array_add(l->labels, pair);
+		if ((err = api_check_label(key, value, msg, sizeof(msg))) < 0)
+			return api_reply_error(r, err, "query parameter 'label': %s", msg);
 	}
-	if (l->labels && api_check_labels(l->labels, msg, sizeof(msg)) < 0)
-		return api_reply_error(r, ORC_EINVALID, "%s", msg);
 	return 0;
 }
 
@@ -105,15 +94,16 @@ int api_sandbox_list(struct api_req *r)
 	params[0] = tenant;
 	params[1] = l.status;
 	params[2] = l.labels ? orc_json_str(l.labels, NULL) : NULL;
-	params[3] = l.cursor_us[0] ? l.cursor_us : NULL;
-	params[4] = l.cursor_id;
+	params[3] = l.cursor.us[0] ? l.cursor.us : NULL;
+	params[4] = l.cursor.id;
 	params[5] = limit;
 	snprintf(sql, sizeof(sql),
-		 "SELECT %s, (extract(epoch FROM s.created_at) * 1000000)::bigint"
+		 "SELECT %s, " API_CURSOR_US("s.created_at")
 		 " FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
 		 " WHERE s.tenant_id = $1 AND s.state NOT IN ('deleting', 'deleted')"
 		 " AND ($2::text IS NULL OR s.state = $2)"
-		 " AND ($3::jsonb IS NULL OR s.labels @> $3::jsonb)"
+		 " AND ($3::jsonb IS NULL OR NOT EXISTS (SELECT 1 FROM jsonb_array_elements($3::jsonb) f"
+		 " WHERE NOT s.labels @> f))"
 		 " AND ($4::bigint IS NULL OR (s.created_at, s.id) >"
 		 " ('epoch'::timestamptz + $4::bigint * interval '1 microsecond', $5::text))"
 		 " ORDER BY s.created_at, s.id LIMIT $6::int", api_sandbox_cols);

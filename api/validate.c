@@ -25,16 +25,6 @@ static int fail(char *msg, size_t msglen, const char *fmt, ...)
 	return ORC_EINVALID;
 }
 
-static int has_ctl(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-			return 1;
-	return 0;
-}
-
 /* A JSON string without embedded NUL, at most max bytes. */
 static int plain_string(json_object *v, size_t max)
 {
@@ -46,35 +36,85 @@ static int plain_string(json_object *v, size_t max)
 	return n <= max && strlen(json_object_get_string(v)) == n;
 }
 
-static int label_key_ok(const char *k)
+static int is_alnum(char c)
 {
-	size_t i, n = strlen(k);
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
 
-	if (n < 1 || n > API_LABEL_KEY_MAX)
+/* A label name or value (Kubernetes): at most 63 characters of
+ * [A-Za-z0-9._-], starting and ending alphanumeric; empty when allow_empty. */
+static int label_name_ok(const char *s, size_t n, int allow_empty)
+{
+	size_t i;
+
+	if (n == 0)
+		return allow_empty;
+	if (n > API_LABEL_NAME_MAX || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
 		return 0;
-	for (i = 0; i < n; i++) {
-		char c = k[i];
-		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-		if (!alnum && !((c == '-' || c == '_' || c == '.' || c == '/') && i > 0 && i < n - 1))
+	for (i = 0; i < n; i++)
+		if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
 			return 0;
+	return 1;
+}
+
+/* A DNS subdomain (RFC 1123): dot-separated DNS labels, at most 253. */
+static int dns_subdomain_ok(const char *s, size_t n)
+{
+	size_t i, start = 0;
+
+	if (n < 1 || n > API_LABEL_PREFIX_MAX)
+		return 0;
+	for (i = 0; i <= n; i++) {
+		char c = i < n ? s[i] : '.';
+		if (c == '.') {
+			size_t len = i - start;
+			if (len < 1 || len > 63 || s[start] == '-' || s[i - 1] == '-')
+				return 0;
+			start = i + 1;
+		} else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+			return 0;
+		}
 	}
 	return 1;
 }
 
+/* [prefix/]name, as Kubernetes label keys. */
+static int label_key_ok(const char *k)
+{
+	const char *slash = strchr(k, '/');
+
+	if (!slash)
+		return label_name_ok(k, strlen(k), 0);
+	return dns_subdomain_ok(k, (size_t)(slash - k)) &&
+	       label_name_ok(slash + 1, strlen(slash + 1), 0);
+}
+
+int api_check_label(const char *key, json_object *v, char *msg, size_t msglen)
+{
+	if (!label_key_ok(key))
+		return fail(msg, msglen,
+			    "label key '%.80s' is invalid: an optional DNS subdomain prefix and '/', "
+			    "then a name of 1-63 characters of [A-Za-z0-9._-] starting and ending "
+			    "with a letter or digit", key);
+	if (!v || !json_object_is_type(v, json_type_string) ||
+	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v) ||
+	    !label_name_ok(json_object_get_string(v), (size_t)json_object_get_string_len(v), 1))
+		return fail(msg, msglen,
+			    "label '%.80s' has an invalid value: a string of at most 63 characters of "
+			    "[A-Za-z0-9._-] starting and ending with a letter or digit, or empty", key);
+	return 0;
+}
+
 int api_check_labels(json_object *o, char *msg, size_t msglen)
 {
+	int err;
+
 	if (json_object_object_length(o) > API_LABELS_MAX)
-		return fail(msg, msglen, "field 'labels' has more than %d entries", API_LABELS_MAX);
+		return fail(msg, msglen, "field 'labels' has %d entries; at most %d are allowed",
+			    json_object_object_length(o), API_LABELS_MAX);
 	json_object_object_foreach(o, k, v) {
-		if (!label_key_ok(k))
-			return fail(msg, msglen,
-				    "label key '%.80s' is invalid: 1-63 characters of [A-Za-z0-9._/-], "
-				    "starting and ending with a letter or digit", k);
-		if (!plain_string(v, API_LABEL_VALUE_MAX) ||
-		    has_ctl(json_object_get_string(v), (size_t)json_object_get_string_len(v)))
-			return fail(msg, msglen,
-				    "label '%.80s' must have a string value of at most 256 characters "
-				    "without control characters", k);
+		if ((err = api_check_label(k, v, msg, msglen)) < 0)
+			return err;
 	}
 	return 0;
 }

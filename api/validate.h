@@ -7,8 +7,8 @@
  * ORC_EINVALID with a message naming the field and what was expected.
  */
 #define API_LABELS_MAX 64
-#define API_LABEL_KEY_MAX 63
-#define API_LABEL_VALUE_MAX 256
+#define API_LABEL_NAME_MAX 63      /* a key's name part, and a value */
+#define API_LABEL_PREFIX_MAX 253    /* a key's optional DNS subdomain prefix */
 #define API_ENV_MAX 1024
 #define API_ENV_VALUE_MAX 65536
 #define API_PATH_MAX 4096
@@ -17,8 +17,15 @@
 
 /* orc_json_get_str that also rejects strings with embedded NUL bytes. */
 int api_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen);
-/* labels: an object of at most 64 string values with label-like keys. */
+/*
+ * labels, by Kubernetes' rules: at most 64; a key is an optional DNS
+ * subdomain prefix (at most 253 characters) and '/', then a name of 1-63
+ * characters of [A-Za-z0-9._-] starting and ending alphanumeric; a value is
+ * empty or follows the rules of a name.
+ */
 int api_check_labels(json_object *o, char *msg, size_t msglen);
+/* One label (v must be a string). */
+int api_check_label(const char *key, json_object *v, char *msg, size_t msglen);
 /* env: an object of strings with POSIX-ish names. */
 int api_check_env(json_object *o, const char *field, char *msg, size_t msglen);
 /* An absolute path string. */

@@ -38,6 +38,14 @@ const char api_job_cols[] =
 	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
 	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds";
 
+/* The same columns without the output (lists): NULL where stdout and
+ * stderr are. */
+const char api_job_summary_cols[] =
+	"j.id, j.sandbox_id, j.command, j.status, NULL::bytea, NULL::bytea, j.exit_code, "
+	EPOCH("j.created_at") ", " EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
+	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
+	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds";
+
 enum {
 	J_ID, J_SANDBOX, J_COMMAND, J_STATUS, J_STDOUT, J_STDERR, J_EXIT, J_CREATED,
 	J_STARTED, J_COMPLETED, J_ERROR, J_TIMED_OUT, J_SIGNAL, J_STDOUT_BYTES,
@@ -164,5 +172,14 @@ json_object *api_job_view(PGresult *res, int row)
 	json_object_object_add(o, "kind", col_str(res, row, J_KIND));
 	json_object_object_add(o, "cwd", col_str(res, row, J_CWD));
 	json_object_object_add(o, "timeout_seconds", col_int(res, row, J_TIMEOUT));
+	return o;
+}
+
+json_object *api_job_summary_view(PGresult *res, int row)
+{
+	json_object *o = api_job_view(res, row);
+
+	json_object_object_del(o, "stdout");
+	json_object_object_del(o, "stderr");
 	return o;
 }

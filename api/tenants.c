@@ -1,0 +1,222 @@
+/*
+ * Admin routes for tenants and their quotas (admin keys only; the router
+ * answers 403 to others):
+ *
+ *   GET   /tenants          every tenant, by name, with its usage
+ *   POST  /tenants          {name, max_sandboxes?, max_cpu_millis?, max_memory_bytes?} -> 201
+ *   PATCH /tenants/{name}   change quotas; a field set to null removes that quota
+ *
+ * Quotas are enforced when sandboxes are created (quota.c); lowering one
+ * never touches sandboxes that already exist. Unknown fields are 422 here
+ * (these routes are ours, and a misspelt quota must not pass silently).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "strutil.h"
+
+#define TENANT_COLS \
+	"t.id, t.name, t.max_sandboxes, t.max_cpu_millis, t.max_memory_bytes, " \
+	"to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " \
+	"(SELECT count(*) FROM sandboxes s WHERE s.tenant_id = t.id AND s.state IN ('pending', 'ready')), " \
+	"(SELECT coalesce(sum(s.cpu_millis), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
+	" AND s.state IN ('pending', 'ready')), " \
+	"(SELECT coalesce(sum(s.memory_bytes), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
+	" AND s.state IN ('pending', 'ready'))"
+
+enum { T_ID, T_NAME, T_MAX_SB, T_MAX_CPU, T_MAX_MEM, T_CREATED, T_LIVE, T_CPU, T_MEM };
+
+/* The quota fields, in the order of their tenants columns. */
+static const struct {
+	const char *field;
+	int64_t min, max;
+} quotas[] = {
+	{ "max_sandboxes", 0, 1000000 },
+	{ "max_cpu_millis", 1, INT32_MAX },
+	{ "max_memory_bytes", 1, INT64_MAX },
+};
+#define NQUOTAS (sizeof(quotas) / sizeof(*quotas))
+
+struct quota_patch {
+	int given[NQUOTAS];            /* the field is in the body */
+	char value[NQUOTAS][24];       /* "" = null: no quota */
+};
+
+static json_object *col_int(PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		return NULL;
+	return json_object_new_int64(strtoll(PQgetvalue(res, row, col), NULL, 10));
+}
+
+static json_object *tenant_view(PGresult *res, int row)
+{
+	json_object *o = json_object_new_object(), *usage = json_object_new_object();
+
+	json_object_object_add(o, "id", col_int(res, row, T_ID));
+	json_object_object_add(o, "name", json_object_new_string(PQgetvalue(res, row, T_NAME)));
+	json_object_object_add(o, "max_sandboxes", col_int(res, row, T_MAX_SB));
+	json_object_object_add(o, "max_cpu_millis", col_int(res, row, T_MAX_CPU));
+	json_object_object_add(o, "max_memory_bytes", col_int(res, row, T_MAX_MEM));
+	json_object_object_add(o, "created_at", json_object_new_string(PQgetvalue(res, row, T_CREATED)));
+	json_object_object_add(usage, "sandboxes", col_int(res, row, T_LIVE));
+	json_object_object_add(usage, "cpu_millis", col_int(res, row, T_CPU));
+	json_object_object_add(usage, "memory_bytes", col_int(res, row, T_MEM));
+	json_object_object_add(o, "usage", usage);
+	return o;
+}
+
+/* Read the quota fields of body; reject any field not in allowed. */
+static int parse_quotas(struct quota_patch *p, json_object *body, const char *const *allowed,
+			char *msg, size_t msglen)
+{
+	size_t i;
+	int err;
+
+	memset(p, 0, sizeof(*p));
+	json_object_object_foreach(body, k, v) {
+		int known = 0;
+		(void)v;
+		for (i = 0; allowed[i]; i++)
+			known |= !strcmp(k, allowed[i]);
+		for (i = 0; i < NQUOTAS; i++)
+			known |= !strcmp(k, quotas[i].field);
+		if (!known) {
+			snprintf(msg, msglen, "unknown field '%.64s' (quota fields: max_sandboxes, "
+				 "max_cpu_millis, max_memory_bytes)", k);
+			return ORC_EINVALID;
+		}
+	}
+	for (i = 0; i < NQUOTAS; i++) {
+		int64_t n = 0;
+		p->given[i] = json_object_object_get_ex(body, quotas[i].field, NULL);
+		if ((err = orc_json_get_int(body, quotas[i].field, &n, quotas[i].min, quotas[i].max,
+					    msg, msglen)) < 0)
+			return err;
+		if (err == 0)
+			snprintf(p->value[i], sizeof(p->value[i]), "%lld", (long long)n);
+	}
+	return 0;
+}
+
+static int reply_tenant(struct api_req *r, int status, const char *name)
+{
+	const char *params[1] = { name };
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err;
+
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	err = orc_pg_query(&res, db, "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1", 1, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return api_reply_error(r, err, "cannot read tenant \"%s\"", name);
+	api_own_pg(r, res);
+	if (PQntuples(res) != 1)
+		return api_reply_error(r, ORC_ENOTFOUND, "tenant \"%s\" not found", name);
+	return api_reply_json(r, status, api_own_json(r, tenant_view(res, 0)));
+}
+
+int api_tenant_list(struct api_req *r)
+{
+	json_object *o, *arr;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err, i;
+
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	err = orc_pg_query(&res, db, "SELECT " TENANT_COLS " FROM tenants t ORDER BY t.name", 0, NULL);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return api_reply_error(r, err, "cannot list tenants");
+	api_own_pg(r, res);
+	o = api_own_json(r, json_object_new_object());
+	arr = json_object_new_array();
+	for (i = 0; i < PQntuples(res); i++)
+		json_object_array_add(arr, tenant_view(res, i));
+	json_object_object_add(o, "tenants", arr);
+	return api_reply_json(r, 200, o);
+}
+
+int api_tenant_create(struct api_req *r)
+{
+	static const char *const allowed[] = { "name", NULL };
+	struct quota_patch p;
+	json_object *body;
+	const char *name = NULL, *params[4];
+	PGconn *db = NULL;
+	char msg[256];
+	size_t i;
+	int err;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = orc_json_get_str(body, "name", &name, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (err == 1)
+		return api_reply_error(r, ORC_EINVALID, "field 'name' is required");
+	if (!orc_is_dns_label(name))
+		return api_reply_error(r, ORC_EINVALID, "field 'name' must be a DNS label: 1-63 characters "
+				       "of [a-z0-9-], starting and ending with a letter or digit");
+	if ((err = parse_quotas(&p, body, allowed, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	params[0] = name;
+	for (i = 0; i < NQUOTAS; i++)
+		params[i + 1] = p.value[i][0] ? p.value[i] : NULL;
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	err = orc_pg_query(NULL, db, "INSERT INTO tenants (name, max_sandboxes, max_cpu_millis,"
+			   " max_memory_bytes) VALUES ($1, $2::int, $3::int, $4::bigint)", 4, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ECONFLICT)
+		return api_reply_error(r, err, "tenant \"%s\" already exists", name);
+	if (err < 0)
+		return api_reply_error(r, err, "cannot create tenant \"%s\"", name);
+	return reply_tenant(r, 201, name);
+}
+
+int api_tenant_patch(struct api_req *r)
+{
+	static const char *const allowed[] = { NULL };
+	struct quota_patch p;
+	json_object *body;
+	const char *params[7];
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	char msg[256];
+	size_t i;
+	int err, any = 0;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = parse_quotas(&p, body, allowed, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	params[0] = r->id;
+	for (i = 0; i < NQUOTAS; i++) {
+		params[1 + 2 * i] = p.given[i] ? "true" : "false";
+		params[2 + 2 * i] = p.value[i][0] ? p.value[i] : NULL;
+		any |= p.given[i];
+	}
+	if (!any)
+		return api_reply_error(r, ORC_EINVALID, "nothing to change: give max_sandboxes, "
+				       "max_cpu_millis or max_memory_bytes (null removes a quota)");
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	err = orc_pg_query(&res, db, "UPDATE tenants SET"
+			   " max_sandboxes = CASE WHEN $2::boolean THEN $3::int ELSE max_sandboxes END,"
+			   " max_cpu_millis = CASE WHEN $4::boolean THEN $5::int ELSE max_cpu_millis END,"
+			   " max_memory_bytes = CASE WHEN $6::boolean THEN $7::bigint"
+			   " ELSE max_memory_bytes END WHERE name = $1 RETURNING id", 7, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return api_reply_error(r, err, "cannot change tenant \"%s\"", r->id);
+	api_own_pg(r, res);
+	if (PQntuples(res) != 1)
+		return api_reply_error(r, ORC_ENOTFOUND, "tenant \"%s\" not found", r->id);
+	return reply_tenant(r, 200, r->id);
+}
