@@ -80,6 +80,31 @@ void agent_command_shell(struct agent_command *c, const char *cmd, size_t len, i
 	}
 }
 
+void agent_command_pty(struct agent_command *c, const char *const *args, size_t n, int login_shell)
+{
+	const char *bash = find_bash();
+	const char *shell = bash ? bash : "/bin/sh";
+	const char *name = bash ? "bash" : "sh";
+	size_t i = 0, k;
+
+	if (n && login_shell <= 0) {
+		agent_command_argv(c, args, n);
+		return;
+	}
+	c->path = xstrdup(shell);
+	c->argv = strv_new(orc_add_size(n, 5));
+	c->argv[i++] = xstrdup(name);
+	if (login_shell != 0)
+		c->argv[i++] = xstrdup("-l");
+	if (n) {
+		c->argv[i++] = xstrdup("-c");
+		c->argv[i++] = xstrdup("exec \"$@\"");
+		c->argv[i++] = xstrdup(name);
+		for (k = 0; k < n; k++)
+			c->argv[i++] = xstrdup(args[k]);
+	}
+}
+
 void agent_command_argv(struct agent_command *c, const char *const *args, size_t n)
 {
 	size_t i;
@@ -156,6 +181,30 @@ void agent_command_fixup_result(const struct agent_command *c, struct agent_exec
 		n = strip_line(&r->err, job_control_warnings[i]);
 		r->err_bytes -= n < r->err_bytes ? n : r->err_bytes;
 	}
+}
+
+int agent_command_match_warning(const char *data, size_t n, size_t *line_len)
+{
+	const char *nl;
+	size_t i, plen;
+	int maybe = 0;
+
+	for (i = 0; i < sizeof(job_control_warnings) / sizeof(*job_control_warnings); i++) {
+		plen = strlen(job_control_warnings[i]);
+		if (memcmp(data, job_control_warnings[i], n < plen ? n : plen))
+			continue;
+		if (n < plen) {
+			maybe = 1;
+			continue;
+		}
+		if (!(nl = memchr(data, '\n', n))) {
+			maybe = 1;
+			continue;
+		}
+		*line_len = (size_t)(nl - data) + 1;
+		return 1;
+	}
+	return maybe ? -1 : 0;
 }
 
 static void strv_free(char **v)

@@ -41,6 +41,14 @@ struct agent_command {
 void agent_command_shell(struct agent_command *c, const char *cmd, size_t len, int login_shell);
 /* args[0..n) are copied; n >= 1. */
 void agent_command_argv(struct agent_command *c, const char *const *args, size_t n);
+/*
+ * A PTY session's program: with args (n >= 1), args itself, or with
+ * login_shell > 0 `SHELL -l -c 'exec "$@"' SHELL args...` (the login files
+ * are read, then the program replaces the shell). Without args, the login
+ * shell `bash -l` (`sh -l` without bash), or a plain one when login_shell
+ * is 0.
+ */
+void agent_command_pty(struct agent_command *c, const char *const *args, size_t n, int login_shell);
 /* Build envp from the agent's environment and the pairs keys[i]=vals[i]. */
 void agent_command_env(struct agent_command *c, const char *const *keys,
 		       const char *const *vals, size_t n);
@@ -48,5 +56,10 @@ void agent_command_env(struct agent_command *c, const char *const *keys,
 void agent_command_spec(struct agent_exec_spec *spec, const struct agent_command *c);
 /* Post-process a result (the login shell's warnings). */
 void agent_command_fixup_result(const struct agent_command *c, struct agent_exec_result *r);
+/* Whether data (the start of a login shell's stderr) begins with one of
+ * bash's no-terminal warnings: 1 and *line_len when it does, 0 when it
+ * does not, -1 when more bytes are needed to tell. For streaming, where
+ * the output cannot be fixed up afterwards. */
+int agent_command_match_warning(const char *data, size_t n, size_t *line_len);
 void agent_command_release(struct agent_command *c);
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "err.h"
 #include "log.h"
 #include "reaper.h"
@@ -34,10 +35,13 @@ static atomic_int stopping;
 
 struct stream {
 	int fd;
+	int which;                 /* 1 stdout, 2 stderr */
 	struct orc_buf *buf;
 	uint64_t *count;
 	int *truncated;
 	size_t max;
+	size_t kept;
+	const struct agent_exec_sink *sink;
 };
 
 static double mono_ms(void)
@@ -101,10 +105,13 @@ static void stream_read(struct stream *s, int max_reads)
 			return;
 		}
 		*s->count += (uint64_t)n;
-		keep = s->buf->len < s->max ? s->max - s->buf->len : 0;
+		keep = s->kept < s->max ? s->max - s->kept : 0;
 		if (keep > (size_t)n)
 			keep = (size_t)n;
-		if (keep)
+		s->kept += keep;
+		if (keep && s->sink)
+			s->sink->output(s->sink->arg, s->which, chunk, keep);
+		else if (keep)
 			orc_buf_add(s->buf, chunk, keep);
 		if (keep < (size_t)n)
 			*s->truncated = 1;
@@ -128,11 +135,11 @@ static void set_status(struct agent_exec_result *r, int status)
  * both streams ended). Kills the process group at the deadline.
  */
 static void collect(struct agent_exec_result *r, struct agent_child *c, struct stream *st,
-		    double start, double timeout_ms)
+		    double start, double timeout_ms, const struct agent_exec_sink *sink)
 {
 	double now, deadline = start + timeout_ms, grace_end = 0, killed_at = 0;
-	struct pollfd pfd[3];
-	int exited = 0, killed = 0, status = 0, wait_ms, n, i;
+	struct pollfd pfd[4];
+	int exited = 0, killed = 0, status = 0, wait_ms, n, i, reading;
 	char drain[64];
 
 	for (;;) {
@@ -169,9 +176,13 @@ static void collect(struct agent_exec_result *r, struct agent_child *c, struct s
 			wait_ms = 0; /* never an infinite poll */
 
 		n = 0;
-		for (i = 0; i < 2; i++)
+		/* A consumer that is behind holds the reading back. */
+		reading = !sink || sink->ready(sink->arg);
+		for (i = 0; i < 2 && reading; i++)
 			if (st[i].fd >= 0)
 				pfd[n++] = (struct pollfd){ .fd = st[i].fd, .events = POLLIN };
+		if (!reading && sink->wake_fd >= 0)
+			pfd[n++] = (struct pollfd){ .fd = sink->wake_fd, .events = POLLIN };
 		if (!exited)
 			pfd[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 		if (poll(pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
@@ -179,8 +190,8 @@ static void collect(struct agent_exec_result *r, struct agent_child *c, struct s
 		for (i = 0; i < n; i++) {
 			if (!pfd[i].revents)
 				continue;
-			if (pfd[i].fd == c->fd) {
-				while (read(c->fd, drain, sizeof(drain)) > 0)
+			if (pfd[i].fd == c->fd || (sink && pfd[i].fd == sink->wake_fd)) {
+				while (read(pfd[i].fd, drain, sizeof(drain)) > 0)
 					;
 			} else {
 				stream_read(&st[pfd[i].fd == st[0].fd ? 0 : 1], READS_PER_WAKEUP);
@@ -246,6 +257,8 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 	start = mono_ms();
 	if ((err = agent_spawn_start(&c, &failure, &failure_code, &sp)) < 0)
 		goto done;
+	if (c.fd >= 0)
+		agent_job_attach_child(spec->job, &c);
 	/* Only the child may hold the write ends, or EOF never comes. */
 	close_fd(&opipe[1]);
 	close_fd(&epipe[1]);
@@ -261,15 +274,22 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 		r.exit_code = failure_code;
 		orc_buf_addf(&r.err, "orchard-agent: %s\n", failure);
 		r.err_bytes = r.err.len;
+		if (spec->sink) {
+			spec->sink->output(spec->sink->arg, 2, r.err.ptr, r.err.len);
+			orc_buf_reset(&r.err);
+		}
 		r.error = failure;
 		failure = NULL;
 	} else {
-		st[0] = (struct stream){ opipe[0], &r.out, &r.out_bytes, &r.out_truncated, spec->max_output };
-		st[1] = (struct stream){ epipe[0], &r.err, &r.err_bytes, &r.err_truncated, spec->max_output };
-		collect(&r, &c, st, start, spec->timeout_s * 1000.0);
+		st[0] = (struct stream){ opipe[0], 1, &r.out, &r.out_bytes, &r.out_truncated,
+					 spec->max_output, 0, spec->sink };
+		st[1] = (struct stream){ epipe[0], 2, &r.err, &r.err_bytes, &r.err_truncated,
+					 spec->max_output, 0, spec->sink };
+		collect(&r, &c, st, start, spec->timeout_s * 1000.0, spec->sink);
 		opipe[0] = st[0].fd;
 		epipe[0] = st[1].fd;
 	}
+	r.cancelled = agent_job_detach_child(spec->job);
 	r.finished_at = orc_now();
 	r.duration_ms = mono_ms() - start;
 	*out = r;

@@ -24,6 +24,22 @@
  * The caller must have started the reaper (reaper.h); children are waited
  * for through it.
  */
+struct agent_job;
+
+/*
+ * Streaming: where output goes as it arrives instead of into the result.
+ * output gets the kept bytes (the cap still applies; the counts stay
+ * exact). While ready returns 0 the pipes are not read, so a slow consumer
+ * holds the command back (its writes block) while the timeout still runs;
+ * wake_fd becomes readable when ready may have changed.
+ */
+struct agent_exec_sink {
+	void (*output)(void *arg, int fd, const char *data, size_t n); /* fd 1 or 2 */
+	int (*ready)(void *arg);
+	int wake_fd;
+	void *arg;
+};
+
 struct agent_exec_spec {
 	const char *path;         /* program to run; NULL: argv[0] in envp's PATH */
 	char *const *argv;
@@ -35,13 +51,16 @@ struct agent_exec_spec {
 	size_t fd3_len;
 	double timeout_s;         /* > 0 */
 	size_t max_output;        /* cap per stream */
+	struct agent_job *job;    /* cancellable (cancel.h), or NULL */
+	const struct agent_exec_sink *sink; /* NULL: output into the result */
 };
 
 struct agent_exec_result {
 	int exit_code;            /* 128+N for signal N, 124 on timeout */
 	int signal;               /* 0 when not killed by a signal (or timed out) */
 	int timed_out;
-	struct orc_buf out, err;  /* at most max_output bytes each */
+	int cancelled;            /* killed by POST /exec/cancel */
+	struct orc_buf out, err;  /* at most max_output bytes each (empty with a sink) */
 	uint64_t out_bytes, err_bytes; /* all bytes produced */
 	int out_truncated, err_truncated;
 	char *error;              /* why the command could not start, or NULL */
@@ -50,7 +69,7 @@ struct agent_exec_result {
 	double duration_ms;
 };
 
-#define AGENT_EXEC_RESULT_INIT { 0, 0, 0, ORC_BUF_INIT, ORC_BUF_INIT, 0, 0, 0, 0, NULL, 0, 0, 0 }
+#define AGENT_EXEC_RESULT_INIT { 0, 0, 0, 0, ORC_BUF_INIT, ORC_BUF_INIT, 0, 0, 0, 0, NULL, 0, 0, 0 }
 
 int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *spec);
 void agent_exec_result_release(struct agent_exec_result *r);

@@ -11,6 +11,7 @@
 #include "err.h"
 #include "exec.h"
 #include "log.h"
+#include "pty.h"
 #include "reaper.h"
 #include "server.h"
 #include "version.h"
@@ -23,7 +24,7 @@ static const char usage[] =
 	"usage: orchard-agent --listen unix:PATH|tcp:HOST:PORT --token-file FILE\n"
 	"       orchard-agent --version | --help\n"
 	"\n"
-	"Serves the Orchard agent protocol (GET /health, POST /exec). Every request\n"
+	"Serves the Orchard agent protocol (docs/agent-protocol.md). Every request\n"
 	"needs \"Authorization: Bearer TOKEN\", TOKEN being the file's contents\n"
 	"without the trailing newline. Logs are JSON lines on stderr\n"
 	"(ORCHARD_LOG_LEVEL=debug|info|warn|error).\n";
@@ -179,6 +180,8 @@ int main(int argc, char **argv)
 	/* The server stops only when its requests have ended: kill the
 	 * running command rather than wait for it. */
 	agent_exec_stop_all();
+	/* Upgraded sockets must be given back before the server can stop. */
+	agent_pty_stop_all();
 	status = 0;
 done:
 	agent_server_free(server);

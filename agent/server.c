@@ -7,9 +7,13 @@
 #include <unistd.h>
 #include <microhttpd.h>
 
+#include "cancel.h"
 #include "err.h"
+#include "files.h"
+#include "git_ops.h"
 #include "json.h"
 #include "log.h"
+#include "pty.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -24,11 +28,27 @@ struct route {
 	agent_handler_fn handler;
 	size_t max_body;
 	enum orc_log_level log_level;   /* health is polled: debug */
+	const struct agent_upload_ops *upload; /* body streamed, not collected */
 };
 
 static const struct route routes[] = {
 	{ "GET", "/health", agent_handle_health, 0, ORC_LOG_DEBUG },
 	{ "POST", "/exec", agent_handle_exec, EXEC_BODY, ORC_LOG_INFO },
+	{ "POST", "/exec/cancel", agent_handle_exec_cancel, 0, ORC_LOG_INFO },
+	{ "GET", "/pty", agent_handle_pty, 0, ORC_LOG_INFO },
+	{ "PUT", "/files", agent_handle_files_put, SIZE_MAX, ORC_LOG_INFO, &agent_files_upload },
+	{ "GET", "/files", agent_handle_files_get, 0, ORC_LOG_INFO },
+	{ "DELETE", "/files", agent_handle_files_delete, 0, ORC_LOG_INFO },
+	{ "GET", "/files/base64", agent_handle_files_b64_get, 0, ORC_LOG_INFO },
+	{ "POST", "/files/base64", agent_handle_files_b64_post, AGENT_B64_BODY, ORC_LOG_INFO },
+	{ "GET", "/files/list", agent_handle_files_list, 0, ORC_LOG_INFO },
+	{ "GET", "/files/stat", agent_handle_files_stat, 0, ORC_LOG_INFO },
+	{ "POST", "/files/mkdir", agent_handle_files_mkdir, 0, ORC_LOG_INFO },
+	{ "GET", "/archive", agent_handle_archive_get, 0, ORC_LOG_INFO },
+	{ "PUT", "/archive", agent_handle_archive_put, SIZE_MAX, ORC_LOG_INFO, &agent_archive_upload },
+	{ "POST", "/git/apply", agent_handle_git_apply, AGENT_PATCH_BODY, ORC_LOG_INFO },
+	{ "GET", "/git/diff", agent_handle_git_diff, 0, ORC_LOG_INFO },
+	{ "POST", "/git/reset", agent_handle_git_reset, 0, ORC_LOG_INFO },
 };
 
 struct agent_server {
@@ -44,6 +64,7 @@ struct request_state {
 	const struct route *route;
 	struct orc_buf body;
 	int too_big;
+	void *upload;              /* route->upload's state */
 	unsigned error_status;     /* decided from the headers; sent after the body */
 	const char *error_msg;
 	const char *allow;
@@ -80,12 +101,15 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const char *metho
 	char *body = orc_buf_detach(&reply->body, &len);
 	char status[16], ms[32];
 
-	resp = MHD_create_response_from_buffer_with_free_callback(len, body, free);
-	if (!resp) {
+	if (reply->response) {
+		resp = reply->response;
+		free(body);
+	} else if (!(resp = MHD_create_response_from_buffer_with_free_callback(len, body, free))) {
 		free(body);
 		return MHD_NO;
+	} else {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	if (allow)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
 	ret = MHD_queue_response(conn, reply->status, resp);
@@ -112,11 +136,17 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, const char *metho
 	return send_reply(conn, method, url, st, &reply, allow);
 }
 
-static int authorized(const struct agent_server *s, struct MHD_Connection *conn)
+static int authorized(const struct agent_server *s, struct MHD_Connection *conn, const char *url)
 {
 	const char *v = NULL;
 	size_t len = 0;
 
+	/* WebSocket clients cannot always set headers: GET /pty also takes
+	 * ?token= (docs/agent-protocol.md). */
+	if (!strcmp(url, "/pty") &&
+	    MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, "token", 5, &v, &len) == MHD_YES &&
+	    v && len == s->token_len && orc_ct_equal(v, s->token, len))
+		return 1;
 	if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
 					  strlen(MHD_HTTP_HEADER_AUTHORIZATION), &v, &len) != MHD_YES)
 		return 0;
@@ -164,7 +194,7 @@ static enum MHD_Result begin_request(struct agent_server *s, struct MHD_Connecti
 	int64_t length = 0;
 	unsigned status;
 
-	if (!authorized(s, conn)) {
+	if (!authorized(s, conn, url)) {
 		st->error_status = MHD_HTTP_UNAUTHORIZED;
 		st->error_msg = "missing or wrong bearer token";
 	} else if ((status = find_route(&st->route, &st->allow, method, url)) != 0) {
@@ -175,6 +205,13 @@ static enum MHD_Result begin_request(struct agent_server *s, struct MHD_Connecti
 	}
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	if (!st->error_status && st->route->upload) {
+		struct agent_request req = { method, url, "", 0, conn, NULL };
+
+		if (st->route->upload->begin(&st->upload, &req) == ORC_ETOOBIG)
+			return send_error(conn, method, url, st, MHD_HTTP_CONTENT_TOO_LARGE,
+					  "request body is too large", NULL);
+	}
 	if (cl && orc_parse_i64(&length, cl, 0, INT64_MAX) == 0 && (uint64_t)length > limit) {
 		if (!st->error_status)
 			return send_error(conn, method, url, st, MHD_HTTP_CONTENT_TOO_LARGE,
@@ -204,7 +241,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return begin_request(s, conn, method, url, st);
 	}
 	if (*upload_data_size) {
-		if (!st->too_big && orc_buf_add(&st->body, upload_data, *upload_data_size) < 0)
+		if (st->upload)
+			st->route->upload->data(st->upload, upload_data, *upload_data_size);
+		else if (!st->too_big && orc_buf_add(&st->body, upload_data, *upload_data_size) < 0)
 			st->too_big = 1;
 		*upload_data_size = 0;
 		return MHD_YES;
@@ -218,6 +257,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	req.path = url;
 	req.body = orc_buf_cstr(&st->body);
 	req.body_len = st->body.len;
+	req.conn = conn;
+	req.upload = st->upload;
 	reply.status = MHD_HTTP_INTERNAL_SERVER_ERROR;
 	st->route->handler(&reply, &req);
 	return send_reply(conn, method, url, st, &reply, NULL);
@@ -233,6 +274,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	if (!st)
 		return;
+	if (st->upload)
+		st->route->upload->free(st->upload);
 	orc_buf_release(&st->body);
 	free(st);
 	*con_cls = NULL;
@@ -263,7 +306,7 @@ int agent_server_start(struct agent_server **out, const char *listen, const char
 		goto fail;
 	s->daemon = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-		MHD_USE_POLL | MHD_USE_ERROR_LOG,
+		MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE,
 		0, NULL, NULL, on_request, s,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,

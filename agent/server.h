@@ -4,6 +4,9 @@
 #include <json-c/json.h>
 
 #include "buf.h"
+
+struct MHD_Connection;
+struct MHD_Response;
 /*
  * The agent's HTTP server (libmicrohttpd, one thread per connection so a
  * long exec never holds up /health): bearer-token auth on every request,
@@ -15,14 +18,33 @@ struct agent_request {
 	const char *path;
 	const char *body;          /* NUL-terminated; "" when none */
 	size_t body_len;
+	struct MHD_Connection *conn; /* headers and query arguments */
+	void *upload;              /* streamed routes: what upload->begin made */
 };
 
 struct agent_reply {
 	unsigned status;
 	struct orc_buf body;       /* JSON */
+	struct MHD_Response *response; /* if set, sent instead of body (and destroyed) */
 };
 
 typedef void (*agent_handler_fn)(struct agent_reply *reply, const struct agent_request *req);
+
+/*
+ * A route whose request body is streamed (uploads of any size) instead of
+ * collected into req->body: begin runs once the headers are in, data for
+ * each piece of the body as it arrives, then the route's handler with
+ * req->upload set, and free when the request ends (also when it was cut
+ * short). begin may refuse with ORC_ETOOBIG, answered 413 at once (by the
+ * Content-Length); any other failure is the upload's to remember and to
+ * report from the handler: data cannot fail, a failed upload ignores the
+ * rest of the body.
+ */
+struct agent_upload_ops {
+	int (*begin)(void **out, const struct agent_request *req);
+	void (*data)(void *upload, const char *data, size_t len);
+	void (*free)(void *upload);
+};
 
 /* Reply with o (which the reply does not take). */
 void agent_reply_json(struct agent_reply *reply, unsigned status, json_object *o);

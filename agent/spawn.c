@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,6 +157,10 @@ __attribute__((noreturn)) static void child_run(const struct child_plan *pl)
 		if (r < 0)
 			goto setup_failed;
 	}
+	/* A PTY session: the new session takes the terminal on fd 0 as its
+	 * controlling terminal (job control, ^C, SIGWINCH, hangup). */
+	if (sp->ctty && ioctl(0, TIOCSCTTY, 0) < 0)
+		goto setup_failed;
 	cloexec_from(nfd, pl->max_fd);
 	if (sp->cwd) {
 		if (chdir(sp->cwd) < 0) {

@@ -20,6 +20,7 @@ struct agent_spawn {
 	int stdout_fd;           /* becomes fd 1 */
 	int stderr_fd;           /* becomes fd 2 */
 	int fd3;                 /* becomes fd 3, or -1 */
+	int ctty;                /* stdin is a terminal: make it the controlling one */
 };
 
 /*
