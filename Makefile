@@ -18,7 +18,7 @@ CFLAGS ?= -O2 -g
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags libpq json-c libcurl 2>/dev/null)
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread -Ilib $(WARNINGS) $(CFLAGS) $(PKG_CFLAGS) \
 	-include lib/banned.h -MMD -MP
-ALL_LDFLAGS = -pthread $(LDFLAGS)
+ALL_LDFLAGS = -pthread -Wl,--as-needed $(LDFLAGS)
 
 ifdef SANITIZE
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -57,7 +57,7 @@ api_LIBS = -lfcgi $(LIBS_pg) $(call pc,libargon2) $(call pc,libcrypto) $(LIBS_co
 controller_SRC = $(wildcard controller/*.c)
 controller_LIBS = $(LIBS_pg) $(call pc,libseccomp) $(LIBS_common)
 agent_SRC = $(wildcard agent/*.c)
-agent_LIBS = $(call pc,libmicrohttpd) $(call pc,libgit2) $(call pc,libarchive) -lwslay $(LIBS_common) -lutil
+agent_LIBS = $(call pc,libmicrohttpd) $(call pc,libgit2) $(call pc,libarchive) -lwslay $(call pc,json-c) -lm -lutil
 cli_SRC = $(wildcard cli/*.c)
 cli_LIBS = $(LIBS_common)
 admin_SRC = $(wildcard cli/admin/*.c)
