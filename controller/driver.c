@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "err.h"
+#include "k8s.h"
 #include "log.h"
 
 static const struct ctl_driver_ops *const drivers[] = {
 	&ctl_driver_local,
+	&ctl_driver_k8s,
 };
 
 void ctl_sandbox_release(struct ctl_sandbox *sb)
@@ -26,11 +28,12 @@ void ctl_sandbox_release(struct ctl_sandbox *sb)
 
 int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg)
 {
+	const char *name = ctl_driver_k8s_select(cfg);   /* ORCHARD_DRIVER=kubernetes */
 	size_t i;
 
 	memset(d, 0, sizeof(*d));
 	for (i = 0; i < sizeof(drivers) / sizeof(*drivers); i++) {
-		if (!strcmp(drivers[i]->name, cfg->driver)) {
+		if (!strcmp(drivers[i]->name, name)) {
 			d->ops = drivers[i];
 			d->cfg = cfg;
 			return d->ops->init(d);

@@ -1,0 +1,190 @@
+#ifndef CTL_K8S_H
+#define CTL_K8S_H
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "buf.h"
+#include "driver.h"
+/*
+ * The kubernetes driver (DESIGN.md §3, docs/kubernetes.md): one pod per
+ * sandbox, its agent token in a Secret, an egress NetworkPolicy for
+ * block_network=false sandboxes, and a watch of our pods that maps pod
+ * state to sandbox state.
+ *
+ *   k8s_config.c   ORCHARD_K8S_* settings
+ *   k8s_client.c   HTTP to the API server: auth, retries, concurrency bound
+ *   k8s_pod.c      the Pod, Secret and NetworkPolicy bodies
+ *   k8s_podstate.c a pod object -> pending / ready / failed (+ message)
+ *   k8s_watch.c    LIST + WATCH thread keeping a table of our pods
+ *   k8s_driver.c   the ctl_driver_ops table
+ *
+ * Threads: the controller's loop calls the driver ops; one watch thread of
+ * the driver's own keeps the pod table (mutex + condition variable) and
+ * wakes the loop through a pipe (ops->events_fd / drain).
+ */
+
+extern const struct ctl_driver_ops ctl_driver_k8s;
+
+/* The driver name the controller should open: "kubernetes" when
+ * ORCHARD_DRIVER=kubernetes, else cfg->driver. (Until config.c reads
+ * ORCHARD_DRIVER itself; see docs/kubernetes.md.) */
+const char *ctl_driver_k8s_select(const struct ctl_config *cfg);
+
+#define K8S_LABEL_MANAGED "app.kubernetes.io/managed-by"
+#define K8S_MANAGER       "orchard-controller"
+#define K8S_LABEL_SANDBOX "orchard.dev/sandbox"
+/* labelSelector=app.kubernetes.io/managed-by=orchard-controller, URL-encoded */
+#define K8S_SELECTOR      "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dorchard-controller"
+
+/* ---- configuration (k8s_config.c) ---------------------------------------- */
+
+struct k8s_config {
+	char *api_url;           /* without a trailing slash */
+	char *token_file;        /* NULL: no Authorization header */
+	char *ca_file;           /* NULL: the system's CAs */
+	char *ns;                /* sandbox namespace */
+	char *agent_image;
+	char *service_account;   /* NULL: the namespace's default */
+	char *runtime_class;     /* NULL: none */
+	json_object *node_selector;   /* object or NULL */
+	json_object *tolerations;     /* array or NULL */
+	char **pull_secrets;
+	size_t npull_secrets;
+	char **egress_except;    /* CIDRs, validated */
+	size_t negress_except;
+	char *ephemeral_request; /* quantities, e.g. "1Gi" / "10Gi" */
+	char *ephemeral_limit;
+	int agent_port;
+	int run_as_non_root;
+	int max_inflight;
+	int64_t grace_s;              /* terminationGracePeriodSeconds */
+	int64_t pending_timeout_s;    /* an unschedulable pod fails after this */
+	int64_t create_wait_s;        /* create() waits this long for Ready */
+	int64_t request_timeout_ms;   /* one API request */
+	int64_t retry_budget_ms;      /* all attempts of one API call */
+	int64_t watch_timeout_s;      /* a watch's timeoutSeconds */
+};
+
+/* Fill cfg from the environment. ORC_EINVALID (logged) on a bad value. */
+int k8s_config_load(struct k8s_config *cfg);
+void k8s_config_release(struct k8s_config *cfg);
+
+/* ---- API server client (k8s_client.c) ------------------------------------- */
+
+struct k8s_client;
+
+struct k8s_response {
+	long status;             /* HTTP status of the final answer */
+	struct orc_buf body;
+};
+
+#define K8S_RESPONSE_INIT { 0, ORC_BUF_INIT }
+void k8s_response_release(struct k8s_response *r);
+
+int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg);
+/* Make every transfer in progress (any thread) stop and calls give up. */
+void k8s_client_stop(struct k8s_client *c);
+/* Also frees the calling thread's handle (call it from the main thread). */
+void k8s_client_free(struct k8s_client *c);
+/* Free the calling thread's easy handle (before a thread that made calls
+ * exits). */
+void k8s_client_thread_done(void);
+
+/*
+ * One API call: method on path (with query), body JSON or NULL. 429, 5xx
+ * and connection errors are retried with exponential backoff, honouring
+ * Retry-After, for budget_ms (0: cfg->retry_budget_ms); TLS verification
+ * errors are not; a 401 re-reads the token file once. Returns 0 when a
+ * final answer arrived (any other status; out->status and out->body set),
+ * ORC_EUNAVAIL when the retries ran out or the server cannot be trusted
+ * (the last problem is logged), ORC_ETOOBIG for an answer over 64 MiB.
+ */
+int k8s_call(struct k8s_client *c, struct k8s_response *out, const char *method,
+	     const char *path, const char *body, int64_t budget_ms);
+
+/* The message of a Status body ("HTTP <code>" without one), at most 400
+ * characters; fresh string. */
+char *k8s_status_message(const struct k8s_response *r);
+
+/*
+ * A streaming GET (a watch): fn is called with every complete line of a
+ * 200 answer (lines at most 16 MiB) and may return nonzero to stop. The
+ * transfer also stops at k8s_client_stop() (within about a second).
+ * On return *status_out is the HTTP status (0 when none arrived) and, for
+ * a non-200 answer, err_body holds its body. Returns 0 when the stream
+ * ended cleanly, ORC_EUNAVAIL when it broke.
+ */
+typedef int (*k8s_line_fn)(void *arg, const char *line, size_t len);
+int k8s_stream(struct k8s_client *c, long *status_out, struct orc_buf *err_body,
+	       const char *path, k8s_line_fn fn, void *arg, int64_t timeout_ms);
+
+/* Percent-encode s for a query value; fresh string. */
+char *k8s_query_escape(const char *s);
+
+/* ---- objects (k8s_pod.c) --------------------------------------------------- */
+
+/* sb-<id>, sb-<id>-token, sb-<id>-egress; fresh strings. */
+char *k8s_pod_name(const char *id);
+char *k8s_secret_name(const char *id);
+char *k8s_policy_name(const char *id);
+
+json_object *k8s_pod_new(const struct k8s_config *cfg, const struct ctl_sandbox *sb);
+json_object *k8s_secret_new(const struct k8s_config *cfg, const struct ctl_sandbox *sb);
+json_object *k8s_egress_policy_new(const struct k8s_config *cfg, const struct ctl_sandbox *sb);
+
+/* 1 when obj carries our managed-by label and orchard.dev/sandbox=id. */
+int k8s_object_is_ours(json_object *obj, const char *id);
+/* The orchard.dev/sandbox label of an object of ours (a DNS label), or
+ * NULL; points into obj. */
+const char *k8s_object_sandbox(json_object *obj);
+/* metadata.<key> as a string, or NULL; points into obj. */
+const char *k8s_meta_str(json_object *obj, const char *key);
+
+/* ---- pod state (k8s_podstate.c) --------------------------------------------- */
+
+enum k8s_pod_phase {
+	K8S_POD_PENDING,         /* not ready yet (may have an IP, may be unschedulable) */
+	K8S_POD_READY,           /* Running and Ready=True */
+	K8S_POD_FAILED,          /* will never become ready; message says why */
+};
+
+struct k8s_pod_state {
+	enum k8s_pod_phase phase;
+	int unschedulable;       /* PodScheduled=False, reason Unschedulable */
+	int image_error;         /* failed because of the image (retry is pointless) */
+	int deleting;            /* metadata.deletionTimestamp set */
+	char uid[64];
+	char ip[64];             /* status.podIP, "" when none */
+	char message[512];       /* failure or pending reason, "" when none */
+};
+
+/* Read the parts of a pod object that matter (never fails: unknown or
+ * missing fields read as pending). */
+void k8s_pod_state_read(struct k8s_pod_state *out, json_object *pod);
+
+/* ---- the watch and the pod table (k8s_watch.c) ------------------------------ */
+
+struct k8s_watch;
+
+int k8s_watch_start(struct k8s_watch **out, struct k8s_client *c, const struct k8s_config *cfg);
+void k8s_watch_stop(struct k8s_watch *w);
+
+/*
+ * The pod of sandbox id as last seen: 0 and *out, ORC_ENOTFOUND when
+ * there is none, ORC_EUNAVAIL when no LIST has succeeded yet. When
+ * unsched_ms is not NULL it gets how long the pod has been seen
+ * unschedulable (0 when it is not).
+ */
+int k8s_watch_get(struct k8s_watch *w, struct k8s_pod_state *out, int64_t *unsched_ms,
+		  const char *id);
+/* A counter bumped by every table change. */
+uint64_t k8s_watch_generation(struct k8s_watch *w);
+/* Wait until the generation differs from seen or until_ms (monotonic)
+ * passes. */
+void k8s_watch_wait(struct k8s_watch *w, uint64_t seen, int64_t until_ms);
+/* A pipe that becomes readable when a sandbox's pod became ready, failed
+ * or vanished; drain() calls fn with each such id. */
+int k8s_watch_fd(struct k8s_watch *w);
+void k8s_watch_drain(struct k8s_watch *w, ctl_ready_fn fn, void *arg);
+#endif

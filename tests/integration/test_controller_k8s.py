@@ -1,0 +1,721 @@
+"""Black-box tests of bin/orchard-controller with the kubernetes driver.
+
+The real controller (ORCHARD_DRIVER=kubernetes) against the fake API server
+of tests/k8s/ (in this process; it validates every body strictly, so a
+malformed pod is a 422 and the test fails) whose kubelet runs each pod's
+agent as a local process on 127.18.40.N, and a throwaway PostgreSQL
+(/tmp/k8sd-*). Rows are inserted with driver = 'kubernetes' through psql,
+as orchard-api would with ORCHARD_DRIVER=kubernetes.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
+
+CONTROLLER = os.path.join(ROOT, "bin", "orchard-controller")
+AGENT = os.path.join(ROOT, "bin", "orchard-agent")
+PGBIN = "/usr/lib/postgresql/15/bin"
+IS_ROOT = os.geteuid() == 0
+NS = "orchard-sandboxes"
+FAKE_PORT = 18840
+AGENT_PORT = 18841
+POD_NET = "127.18.40."
+API_TOKEN = "k8sd-api-token"
+SELECTOR = "app.kubernetes.io/managed-by=orchard-controller"
+
+try:
+    from fake_apiserver import FakeApiServer  # noqa: E402
+    from fake_runner import LocalRunner  # noqa: E402
+    HAVE_FAKE = True
+except ImportError:  # python3-kubernetes missing
+    HAVE_FAKE = False
+
+pytestmark = pytest.mark.skipif(
+    not (HAVE_FAKE and os.path.exists(CONTROLLER) and os.path.exists(AGENT)
+         and os.path.exists(PGBIN)),
+    reason="needs python3-kubernetes, bin/orchard-controller, bin/orchard-agent, PostgreSQL 15")
+
+
+def wait_for(pred, timeout=10.0, every=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(every)
+
+
+def run_as_postgres(argv):
+    if IS_ROOT:
+        argv = ["runuser", "-u", "postgres", "--"] + argv
+    return subprocess.run(argv, check=True, capture_output=True, text=True)
+
+
+class Postgres:
+    def __init__(self, base):
+        self.sock = os.path.join(base, "pgsock")
+        self.data = os.path.join(base, "pgdata")
+        os.mkdir(self.sock)
+        os.mkdir(self.data)
+        if IS_ROOT:
+            shutil.chown(self.sock, "postgres")
+            shutil.chown(self.data, "postgres")
+        run_as_postgres([PGBIN + "/initdb", "-D", self.data, "-U", "orchard", "--auth=trust",
+                         "-E", "UTF8", "--no-sync"])
+        run_as_postgres([PGBIN + "/pg_ctl", "-D", self.data, "-w", "-l",
+                         os.path.join(self.sock, "pg.log"), "-o",
+                         "-k %s -c listen_addresses='' -c fsync=off" % self.sock, "start"])
+        subprocess.run(["createdb", "-h", self.sock, "-U", "orchard", "orchard"], check=True)
+        self.url = "host=%s user=orchard dbname=orchard" % self.sock
+        mig = os.path.join(ROOT, "sql", "migrations")
+        for f in sorted(os.listdir(mig)):
+            if f.endswith(".sql"):
+                subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.sock,
+                                "-U", "orchard", "-d", "orchard", "-f", os.path.join(mig, f)],
+                               check=True, capture_output=True, text=True)
+
+    def sql(self, query):
+        r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-F", "\x1f", "-P", "null=\x1e",
+                            "-v", "ON_ERROR_STOP=1", "-h", self.sock, "-U", "orchard",
+                            "-d", "orchard", "-c", query],
+                           check=True, capture_output=True, text=True)
+        return [[None if v == "\x1e" else v for v in line.split("\x1f")]
+                for line in r.stdout.split("\n") if line]
+
+    def stop(self):
+        run_as_postgres([PGBIN + "/pg_ctl", "-D", self.data, "-m", "immediate", "stop"])
+
+
+class Controller:
+    def __init__(self, env, logpath):
+        self.logpath = logpath
+        self.logf = open(logpath, "ab")
+        self.offset = self.logf.tell()
+        self.proc = subprocess.Popen([CONTROLLER], env=env, stdout=self.logf,
+                                     stderr=subprocess.STDOUT)
+
+    def log(self):
+        with open(self.logpath, "rb") as f:
+            f.seek(self.offset)
+            return f.read().decode(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def pg():
+    base = tempfile.mkdtemp(prefix="k8sd-pg-", dir="/tmp")
+    os.chmod(base, 0o755)
+    p = Postgres(base)
+    p.tenant = p.sql("INSERT INTO tenants (name) VALUES ('k8s') RETURNING id")[0][0]
+    yield p
+    try:
+        p.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class K8s:
+    """One fake API server (with a kubelet running agents) and the
+    controllers of one test."""
+
+    def __init__(self, pg, tls=False):
+        self.pg = pg
+        self.base = tempfile.mkdtemp(prefix="k8sd-", dir="/tmp")
+        self.token_file = os.path.join(self.base, "api-token")
+        self.write_token(API_TOKEN)
+        self.runner = LocalRunner({"orchard-agent": AGENT}, workdir=os.path.join(self.base, "pods"))
+        self.fake = FakeApiServer(port=FAKE_PORT, token=API_TOKEN, namespaces=(NS,),
+                                  ready_delay=0.1, delete_delay=0.3, bookmark_interval=0.5,
+                                  runner=self.runner, pod_ip_prefix=POD_NET)
+        self.ctls = []
+        self.ids = []
+        if tls:
+            self.start_tls()
+        else:
+            self.fake.start()
+
+    def start_tls(self):
+        """The fake behind TLS with a certificate for 127.0.0.1, as an
+        in-cluster API server is (KUBERNETES_SERVICE_HOST + the CA)."""
+        import ssl
+        import threading
+        from http.server import ThreadingHTTPServer
+        from fake_apiserver import Handler
+        self.ca = os.path.join(self.base, "ca.crt")
+        key = os.path.join(self.base, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", key, "-out", self.ca, "-subj", "/CN=kubernetes",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.ca, key)
+        f = self.fake
+        f.httpd = ThreadingHTTPServer((f.host, f.port), Handler)
+        f.httpd.daemon_threads = True
+        f.httpd.fake = f
+        f.httpd.socket = ctx.wrap_socket(f.httpd.socket, server_side=True)
+        f.thread = threading.Thread(target=f.httpd.serve_forever, args=(0.05,), daemon=True)
+        f.thread.start()
+
+    def write_token(self, tok):
+        tmp = self.token_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(tok + "\n")
+        os.rename(tmp, self.token_file)
+
+    def env(self, **extra):
+        e = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "ORCHARD_DATABASE_URL": self.pg.url,
+            "ORCHARD_STATE_DIR": os.path.join(self.base, "state"),
+            "ORCHARD_DRIVER": "kubernetes",
+            "ORCHARD_K8S_API_URL": self.fake.url,
+            "ORCHARD_K8S_TOKEN_FILE": self.token_file,
+            "ORCHARD_K8S_NAMESPACE": NS,
+            "ORCHARD_K8S_AGENT_IMAGE": "orchard/agent:test",
+            "ORCHARD_K8S_AGENT_PORT": str(AGENT_PORT),
+            "ORCHARD_K8S_SERVICE_ACCOUNT": "orchard-sandbox",
+            "ORCHARD_K8S_CREATE_WAIT_S": "15",
+            "ORCHARD_K8S_RETRY_BUDGET_MS": "10000",
+            "ORCHARD_SWEEP_INTERVAL_MS": "300",
+            "ORCHARD_LOG_LEVEL": "debug",
+        }
+        e.update(extra)
+        return e
+
+    def start(self, **extra):
+        c = Controller(self.env(**extra), os.path.join(self.base, "controller%d.log" % len(self.ctls)))
+        self.ctls.append(c)
+        wait_for(lambda: "holding the controller lock" in c.log() or c.proc.poll() is not None,
+                 what="leadership")
+        assert c.proc.poll() is None, c.log()
+        return c
+
+    @property
+    def ctl(self):
+        return self.ctls[-1]
+
+    def insert(self, image="python:3.11-slim", block_network=True, timeout=30, cpu_millis=500,
+               memory_bytes=268435456, ttl=None, sid=None):
+        sid = sid or "k-" + uuid.uuid4().hex[:12]
+        token = uuid.uuid4().hex + uuid.uuid4().hex
+        self.pg.sql(
+            "INSERT INTO sandboxes (id, tenant_id, image, driver, cpu, memory, cpu_millis,"
+            " memory_bytes, block_network, timeout_seconds, ttl_seconds, agent_token)"
+            " VALUES ('%s', %s, '%s', 'kubernetes', '%dm', '%d', %d, %d, %s, %d, %s, '%s')"
+            % (sid, self.pg.tenant, image, cpu_millis, memory_bytes, cpu_millis, memory_bytes,
+               "true" if block_network else "false", timeout,
+               "NULL" if ttl is None else int(ttl), token))
+        self.ids.append(sid)
+        return sid, token
+
+    def row(self, sid):
+        rows = self.pg.sql("SELECT state, state_message, driver_handle, agent_address"
+                           " FROM sandboxes WHERE id = '%s'" % sid)
+        return dict(zip(("state", "message", "handle", "address"), rows[0])) if rows else None
+
+    def wait_state(self, sid, states, timeout=20.0):
+        states = (states,) if isinstance(states, str) else states
+        last = {}
+
+        def check():
+            last["row"] = self.row(sid)
+            return last["row"]["state"] in states
+        try:
+            wait_for(check, timeout=timeout, what="%s in %s" % (sid, states))
+        except AssertionError:
+            raise AssertionError("%s: last row %r\n--- controller log tail ---\n%s"
+                                 % (sid, last.get("row"), self.ctl.log()[-4000:]))
+        return last["row"]
+
+    def delete(self, sid):
+        self.pg.sql("UPDATE sandboxes SET state = 'deleting', deleted_at = now()"
+                    " WHERE id = '%s'" % sid)
+
+    def pod(self, sid):
+        return self.fake.get("pods", NS, "sb-" + sid)
+
+    def posts(self, resource):
+        """POSTs of one resource with their answers (no 4xx other than 409
+        and 429 may ever appear: the fake validates strictly)."""
+        return self.fake.requests_matching("POST", r"/%s$" % resource)
+
+    def assert_no_invalid_requests(self):
+        bad = [(r["method"], r["path"], r["code"]) for r in self.fake.requests_matching()
+               if r["code"] in (400, 415, 422)]
+        assert not bad, bad
+
+    def close(self):
+        for c in self.ctls:
+            c.stop(signal.SIGKILL)
+        for sid in self.ids:
+            self.pg.sql("UPDATE sandboxes SET state = 'deleted' WHERE id = '%s'" % sid)
+        self.fake.stop()
+        self.runner.cleanup()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def k8s(pg):
+    k = K8s(pg)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+@pytest.fixture
+def k8s_tls(pg):
+    k = K8s(pg, tls=True)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def agent_call(address, token, method, path, body=None):
+    assert address.startswith("http://"), address
+    host, port = address[len("http://"):].rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    c.request(method, path, body=json.dumps(body) if body is not None else None,
+              headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, json.loads(data) if data else None
+
+
+def ready_sandbox(k8s, **kw):
+    sid, token = k8s.insert(**kw)
+    row = k8s.wait_state(sid, "ready")
+    return sid, token, row
+
+
+# ---- creation and readiness ---------------------------------------------------------
+
+
+def test_pending_row_becomes_a_ready_pod_whose_agent_runs_commands(k8s):
+    k8s.start()
+    sid, token, row = ready_sandbox(k8s, cpu_millis=500, memory_bytes=268435456, ttl=900)
+    pod = k8s.pod(sid)
+    assert pod is not None
+    assert row["address"] == "http://%s:%d" % (pod["status"]["podIP"], AGENT_PORT)
+    assert row["address"].startswith("http://" + POD_NET)
+    assert row["handle"] == "%s/sb-%s/%s" % (NS, sid, pod["metadata"]["uid"])
+    # The agent in the "pod" answers with the row's token, and only with it.
+    status, body = agent_call(row["address"], token, "POST", "/exec",
+                              {"command": "echo hello-from-pod"})
+    assert status == 200 and body["stdout"] == "hello-from-pod\n", body
+    assert agent_call(row["address"], "wrong", "GET", "/health")[0] == 401
+    k8s.assert_no_invalid_requests()
+
+
+def test_pod_spec_follows_the_contract(k8s):
+    k8s.start()
+    sid, token, _ = ready_sandbox(k8s, cpu_millis=250, memory_bytes=134217728, ttl=600)
+    pod = k8s.pod(sid)
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["labels"] == {"app.kubernetes.io/managed-by": "orchard-controller",
+                              "orchard.dev/sandbox": sid}
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["serviceAccountName"] == "orchard-sandbox"
+    assert 590 <= spec["activeDeadlineSeconds"] <= 600
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "runtimeClassName" not in spec and "nodeSelector" not in spec
+    init = spec["initContainers"][0]
+    assert init["image"] == "orchard/agent:test"
+    main = spec["containers"][0]
+    assert main["image"] == "python:3.11-slim"
+    assert main["command"] == ["/orchard/bin/orchard-agent"]
+    assert main["args"] == ["--listen", "tcp:0.0.0.0:%d" % AGENT_PORT,
+                            "--token-file", "/run/orchard/token"]
+    assert main["readinessProbe"]["tcpSocket"] == {"port": "agent"}
+    res = main["resources"]
+    assert res["limits"]["cpu"] == res["requests"]["cpu"] == "250m"
+    assert res["limits"]["memory"] == res["requests"]["memory"] == "134217728"
+    assert res["limits"]["ephemeral-storage"] == "10Gi"
+    for c in (init, main):
+        assert c["securityContext"] == {"allowPrivilegeEscalation": False,
+                                        "capabilities": {"drop": ["ALL"]}}
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert mounts["/run/orchard"]["readOnly"] is True
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["token"]["secret"] == {"secretName": "sb-%s-token" % sid, "defaultMode": 0o400}
+    # The token is in the Secret, not in the pod spec.
+    assert token not in json.dumps(pod)
+    secret = k8s.fake.get("secrets", NS, "sb-%s-token" % sid)
+    import base64
+    assert base64.b64decode(secret["data"]["token"]).decode() == token
+    assert secret["metadata"]["labels"]["orchard.dev/sandbox"] == sid
+    # block_network defaults to true: no egress policy.
+    assert k8s.fake.get("networkpolicies", NS, "sb-%s-egress" % sid) is None
+    k8s.assert_no_invalid_requests()
+
+
+def test_configured_scheduling_and_security_options_reach_the_pod(k8s):
+    k8s.start(ORCHARD_K8S_RUNTIME_CLASS="gvisor",
+              ORCHARD_K8S_NODE_SELECTOR='{"orchard.dev/pool": "sandboxes"}',
+              ORCHARD_K8S_TOLERATIONS='[{"key": "orchard.dev/sandbox", "operator": "Exists",'
+                                      ' "effect": "NoSchedule"}]',
+              ORCHARD_K8S_IMAGE_PULL_SECRETS="regcred, other-cred",
+              ORCHARD_K8S_RUN_AS_NON_ROOT="1",
+              ORCHARD_K8S_EPHEMERAL_STORAGE="2Gi")
+    sid, _, _ = ready_sandbox(k8s)
+    spec = k8s.pod(sid)["spec"]
+    assert spec["runtimeClassName"] == "gvisor"
+    assert spec["nodeSelector"] == {"orchard.dev/pool": "sandboxes"}
+    assert spec["tolerations"] == [{"key": "orchard.dev/sandbox", "operator": "Exists",
+                                    "effect": "NoSchedule"}]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other-cred"}]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["containers"][0]["resources"]["limits"]["ephemeral-storage"] == "2Gi"
+    k8s.assert_no_invalid_requests()
+
+
+def test_bad_configuration_refuses_to_start(k8s):
+    c = Controller(k8s.env(ORCHARD_K8S_EGRESS_EXCEPT="10.0.0.0/8,not-a-cidr"),
+                   os.path.join(k8s.base, "bad.log"))
+    assert c.proc.wait(10) != 0
+    assert "ORCHARD_K8S_EGRESS_EXCEPT" in c.log()
+    c.stop()
+
+
+# ---- egress policy and deletion ------------------------------------------------------
+
+
+def test_block_network_false_gets_a_valid_egress_policy_and_delete_removes_everything(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s, block_network=False)
+    np = k8s.fake.get("networkpolicies", NS, "sb-%s-egress" % sid)
+    assert np is not None, "no egress policy"
+    assert [p["code"] for p in k8s.posts("networkpolicies")] == [201]
+    spec = np["spec"]
+    assert spec["podSelector"] == {"matchLabels": {"orchard.dev/sandbox": sid}}
+    assert spec["policyTypes"] == ["Egress"]
+    block = spec["egress"][0]["to"][0]["ipBlock"]
+    assert block["cidr"] == "0.0.0.0/0"
+    assert set(block["except"]) == {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                    "169.254.169.254/32", "100.64.0.0/10"}
+    assert len(spec["egress"][0]["to"]) == 1      # no IPv6 egress by default
+    dns = spec["egress"][1]
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+
+    k8s.delete(sid)
+    k8s.wait_state(sid, "deleted")
+    wait_for(lambda: k8s.pod(sid) is None, what="pod removed")
+    assert k8s.fake.get("secrets", NS, "sb-%s-token" % sid) is None
+    assert k8s.fake.get("networkpolicies", NS, "sb-%s-egress" % sid) is None
+    k8s.assert_no_invalid_requests()
+
+
+def test_ipv6_excepts_add_an_ipv6_block(k8s):
+    k8s.start(ORCHARD_K8S_EGRESS_EXCEPT="10.0.0.0/8,169.254.0.0/16,fd00::/8,fe80::/10")
+    sid, _, _ = ready_sandbox(k8s, block_network=False)
+    to = k8s.fake.get("networkpolicies", NS, "sb-%s-egress" % sid)["spec"]["egress"][0]["to"]
+    assert to[0]["ipBlock"] == {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "169.254.0.0/16"]}
+    assert to[1]["ipBlock"] == {"cidr": "::/0", "except": ["fd00::/8", "fe80::/10"]}
+
+
+def test_delete_is_idempotent_when_objects_are_already_gone(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s)
+    # Someone removed the secret already; the pod's DELETE answers 404 once too.
+    k8s.fake.api.delete("secrets", NS, "sb-%s-token" % sid, None, {})
+    k8s.fake.fault(404, method="DELETE", path="/pods/sb-%s$" % sid, count=1)
+    k8s.delete(sid)
+    row = k8s.wait_state(sid, "deleted")
+    assert row["state"] == "deleted"
+
+
+# ---- failures ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("image,reason", [
+    ("registry.example/bad/image:1", "ErrImagePull"),
+    ("Not-A-Valid/Reference", "InvalidImageName"),
+])
+def test_image_errors_fail_the_row_with_the_reason(k8s, image, reason):
+    k8s.fake.pod_rule("ErrImagePull", image="registry.example/bad/*")
+    k8s.start()
+    sid, _ = k8s.insert(image=image)
+    row = k8s.wait_state(sid, "failed")
+    assert reason in row["message"] or (reason == "ErrImagePull" and
+                                        "ImagePullBackOff" in row["message"]), row
+    if reason == "ErrImagePull":
+        assert image in row["message"], row
+    # Nothing is left behind.
+    wait_for(lambda: k8s.pod(sid) is None, what="failed pod removed")
+    assert k8s.fake.get("secrets", NS, "sb-%s-token" % sid) is None
+    k8s.assert_no_invalid_requests()
+
+
+def test_unschedulable_pod_fails_after_the_pending_timeout_with_the_scheduler_message(k8s):
+    msg = "0/3 nodes are available: 3 Insufficient memory."
+    k8s.start(ORCHARD_K8S_PENDING_TIMEOUT_S="2")
+    sid = "k-unsched-" + uuid.uuid4().hex[:6]
+    k8s.fake.pod_rule("Unschedulable", labels={"orchard.dev/sandbox": sid}, message=msg)
+    t0 = time.monotonic()
+    k8s.insert(sid=sid)
+    row = k8s.wait_state(sid, "failed")
+    assert time.monotonic() - t0 >= 1.9
+    assert msg in row["message"] and "unschedulable" in row["message"], row
+    wait_for(lambda: k8s.pod(sid) is None, what="unschedulable pod removed")
+
+
+def test_container_exit_after_ready_fails_the_row(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s)
+    k8s.fake.terminate(NS, "sb-" + sid, exit_code=137, reason="OOMKilled")
+    row = k8s.wait_state(sid, "failed")
+    assert row["message"] == "sandbox process exited"
+    assert "container exited with code 137 (OOMKilled)" in k8s.ctl.log()
+    wait_for(lambda: k8s.pod(sid) is None, what="pod removed")
+
+
+def test_pod_that_vanishes_fails_the_row(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s)
+    k8s.fake.api.delete("pods", NS, "sb-" + sid, None, {"gracePeriodSeconds": "0"})
+    row = k8s.wait_state(sid, "failed")
+    assert row["message"] == "sandbox process exited"
+
+
+def test_invalid_pod_is_not_retried_and_fails_the_row(k8s):
+    # A node selector value the API server rejects: 422, a permanent error.
+    k8s.start(ORCHARD_K8S_NODE_SELECTOR='{"pool": "not valid!"}')
+    sid, _ = k8s.insert()
+    row = k8s.wait_state(sid, "failed")
+    assert "is invalid" in row["message"] and "nodeSelector" in row["message"], row
+    assert [p["code"] for p in k8s.posts("pods")] == [422]
+    # The secret created before the pod was cleaned up.
+    wait_for(lambda: k8s.fake.get("secrets", NS, "sb-%s-token" % sid) is None,
+             what="secret removed")
+
+
+# ---- the API server misbehaves -------------------------------------------------------------
+
+
+def test_429_with_retry_after_is_honoured(k8s):
+    k8s.start()
+    k8s.fake.fault(429, method="POST", path="/pods$", count=2, retry_after=1)
+    sid, _, _ = ready_sandbox(k8s)
+    posts = k8s.posts("pods")
+    assert [p["code"] for p in posts] == [429, 429, 201]
+    gaps = [b["time"] - a["time"] for a, b in zip(posts, posts[1:])]
+    assert all(g >= 0.95 for g in gaps), gaps
+    k8s.assert_no_invalid_requests()
+
+
+def test_5xx_and_dropped_connections_are_retried(k8s):
+    k8s.start()
+    k8s.fake.fault(503, method="POST", path="/secrets$", count=2)
+    k8s.fake.fault(drop=True, method="POST", path="/pods$", count=1)
+    sid, _, _ = ready_sandbox(k8s)
+    assert [p["code"] for p in k8s.posts("secrets")] == [503, 503, 201]
+    assert [p["code"] for p in k8s.posts("pods")][-1] == 201
+    assert len(k8s.posts("pods")) == 2
+
+
+def test_rotated_token_is_reread(k8s):
+    k8s.start()
+    ready_sandbox(k8s)
+    k8s.fake.token = "rotated-token"
+    k8s.write_token("rotated-token")
+    sid, _, _ = ready_sandbox(k8s)
+    last = k8s.posts("pods")[-1]
+    assert last["authorization"] == "Bearer rotated-token" and last["code"] == 201
+
+
+def test_watch_410_relists_and_continues(k8s):
+    k8s.start()
+    first, _, _ = ready_sandbox(k8s)
+
+    def watches():
+        return [r for r in k8s.fake.requests_matching("GET", "/pods$")
+                if r["query"].get("watch") == "1"]
+    n = len(watches())
+    old_rv = int(watches()[-1]["query"]["resourceVersion"])
+    with k8s.fake.store.lock:   # atomically, so no bookmark slips in between:
+        # a write we do not watch moves the resourceVersion past ours, and
+        # the compaction makes every older version too old
+        k8s.fake.create("secrets", NS, {"metadata": {"name": "unrelated"}, "type": "Opaque"})
+        k8s.fake.compact()
+        compacted_at = k8s.fake.resource_version
+        k8s.fake.drop_watches()     # the reconnect asks for an old one and gets 410
+    wait_for(lambda: "watch expired (410)" in k8s.ctl.log(), what="410 seen")
+    # Then a LIST, and the next watch starts from the LIST's (new) version.
+    wait_for(lambda: [w for w in watches()[n:]
+                      if int(w["query"]["resourceVersion"]) >= compacted_at],
+             what="a watch from a re-listed resourceVersion")
+    assert old_rv < compacted_at
+    # The table is live again: a new sandbox becomes ready, and a pod change
+    # of the first is seen.
+    ready_sandbox(k8s)
+    k8s.fake.terminate(NS, "sb-" + first, exit_code=1)
+    k8s.wait_state(first, "failed")
+
+
+def test_dropped_watch_reconnects_from_its_resource_version(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s)
+    watches = lambda: [r for r in k8s.fake.requests_matching("GET", "/pods$")  # noqa: E731
+                       if r["query"].get("watch") == "1"]
+    n = len(watches())
+    k8s.fake.drop_watches()
+    wait_for(lambda: len(watches()) > n, what="watch reconnect")
+    again = watches()[-1]["query"]
+    assert again["resourceVersion"] not in ("", "0")
+    assert again["allowWatchBookmarks"] == "true"
+    assert again["labelSelector"] == SELECTOR
+    k8s.fake.terminate(NS, "sb-" + sid, exit_code=3)
+    k8s.wait_state(sid, "failed")
+
+
+# ---- restarts, adoption, orphans ------------------------------------------------------------
+
+
+def test_restart_adopts_an_existing_pod_through_409(k8s):
+    c = k8s.start()
+    sid, token, row = ready_sandbox(k8s)
+    uid = k8s.pod(sid)["metadata"]["uid"]
+    c.stop()
+    # As if the controller had died after creating the pod but before
+    # recording it on the row.
+    k8s.pg.sql("UPDATE sandboxes SET state = 'pending', driver_handle = NULL,"
+               " agent_address = NULL, ready_at = NULL WHERE id = '%s'" % sid)
+    k8s.start()
+    row = k8s.wait_state(sid, "ready")
+    assert k8s.pod(sid)["metadata"]["uid"] == uid, "the pod was replaced, not adopted"
+    assert [p["code"] for p in k8s.posts("pods")] == [201, 409]
+    assert row["handle"].endswith("/" + uid)
+    assert agent_call(row["address"], token, "GET", "/health")[0] == 200
+    assert "adopted an existing object" in k8s.ctl.log()
+
+
+def test_a_foreign_pod_of_the_same_name_is_not_adopted(k8s):
+    k8s.start()
+    sid = "k-foreign-" + uuid.uuid4().hex[:6]
+    k8s.fake.pod_rule("Stay", name="sb-" + sid)
+    k8s.fake.create("pods", NS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "sb-" + sid, "labels": {"app": "someone-else"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}})
+    k8s.insert(sid=sid)
+    row = k8s.wait_state(sid, "failed")
+    assert "already exists and is not this sandbox's" in row["message"], row
+    assert k8s.pod(sid)["metadata"]["labels"] == {"app": "someone-else"}  # left alone
+
+
+def test_ready_rows_survive_a_restart_untouched(k8s):
+    c = k8s.start()
+    sid, token, row = ready_sandbox(k8s)
+    c.stop()
+    k8s.start()
+    time.sleep(1.5)    # several sweeps
+    assert k8s.row(sid)["state"] == "ready"
+    assert len(k8s.fake.requests_matching("DELETE")) == 0
+    assert agent_call(row["address"], token, "GET", "/health")[0] == 200
+
+
+def test_pending_row_with_a_handle_is_adopted_after_restart(k8s):
+    c = k8s.start()
+    sid, token, row = ready_sandbox(k8s)
+    c.stop()
+    # Launched and recorded, but not yet ready when the controller died.
+    k8s.pg.sql("UPDATE sandboxes SET state = 'pending', ready_at = NULL,"
+               " agent_address = 'unix:/nonexistent' WHERE id = '%s'" % sid)
+    k8s.start()
+    row2 = k8s.wait_state(sid, "ready")
+    assert row2["address"] == row["address"]
+    assert [p["code"] for p in k8s.posts("pods")] == [201]
+
+
+def test_orphan_pods_are_deleted_but_never_after_a_failed_list(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s)
+    orphan = "k-orphan-" + uuid.uuid4().hex[:6]
+    k8s.fake.pod_rule("Stay", name="sb-" + orphan)
+    # Every LIST fails from now on (watch reconnects included).
+    k8s.fake.fault(500, method="GET", path="/pods$", count=None)
+    k8s.fake.create("pods", NS, {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "sb-" + orphan, "labels": {
+            "app.kubernetes.io/managed-by": "orchard-controller", "orchard.dev/sandbox": orphan}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}})
+    wait_for(lambda: k8s.ctl.log().count("no orphan cleanup") >= 2, timeout=20,
+             what="failed orphan sweeps")
+    assert k8s.pod(orphan) is not None, "deleted although listing failed"
+    assert k8s.row(sid)["state"] == "ready"
+    k8s.fake.clear_faults()
+    wait_for(lambda: k8s.pod(orphan) is None, what="orphan removed")
+    assert k8s.pod(sid) is not None and k8s.row(sid)["state"] == "ready"
+
+
+def test_sigterm_stops_the_controller_promptly(k8s):
+    c = k8s.start()
+    ready_sandbox(k8s)
+    t0 = time.monotonic()
+    assert c.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - t0 < 5
+
+
+# ---- in-cluster access ------------------------------------------------------------------------
+
+
+def in_cluster_env(k, ca):
+    env = k.env(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(FAKE_PORT),
+                ORCHARD_K8S_CA_FILE=ca)
+    del env["ORCHARD_K8S_API_URL"]
+    return env
+
+
+def test_in_cluster_https_with_the_cluster_ca(k8s_tls):
+    k = k8s_tls
+    c = Controller(in_cluster_env(k, k.ca), os.path.join(k.base, "controller0.log"))
+    k.ctls.append(c)
+    assert '"api":"https://127.0.0.1:%d"' % FAKE_PORT in wait_for(
+        lambda: "holding the controller lock" in c.log() and c.log(), what="leadership")
+    sid, token, row = ready_sandbox(k)
+    assert agent_call(row["address"], token, "GET", "/health")[0] == 200
+    assert k.posts("pods")[-1]["authorization"] == "Bearer " + API_TOKEN
+
+
+def test_in_cluster_refuses_a_server_the_ca_does_not_vouch_for(k8s_tls):
+    k = k8s_tls
+    other = os.path.join(k.base, "other-ca.crt")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", os.path.join(k.base, "other.key"), "-out", other,
+                    "-subj", "/CN=other"], check=True, capture_output=True)
+    c = Controller(in_cluster_env(k, other), os.path.join(k.base, "controller0.log"))
+    k.ctls.append(c)
+    wait_for(lambda: "holding the controller lock" in c.log(), what="leadership")
+    sid, _ = k.insert(timeout=30)
+    wait_for(lambda: "unavailable" in (k.row(sid)["message"] or ""), timeout=30,
+             what="create failing")
+    assert k.row(sid)["state"] == "failed"
+    assert "certificate" in c.log()
+    assert k.fake.requests_matching() == []       # no request got through TLS
