@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "replay.h"
+#include "stats.h"
 
 const char cli_main_usage[] =
 	"usage: orchardctl [--url URL] [--api-key KEY] [--cacert FILE] [--context NAME]\n"
@@ -115,6 +116,10 @@ const struct cli_cmd cli_commands[] = {
 	  rm_opts, NULL, CLI_ARG_SANDBOX },
 	{ "heartbeat", cmd_heartbeat, "keep a sandbox from its idle timeout", heartbeat_usage,
 	  "  while sleep 60; do orchardctl heartbeat demo; done\n", heartbeat_opts, NULL, CLI_ARG_SANDBOX },
+	{ "stats", cmd_stats, "dashboard summaries: usage, latency, failures", stats_usage,
+	  "  orchardctl stats\n"
+	  "  orchardctl stats --tenant research -o json | jq .failure_reasons\n",
+	  stats_opts, NULL, CLI_ARG_NONE },
 	{ "config", NULL, "manage contexts in the config file", config_usage,
 	  "  orchardctl config set-context dev --url https://127.0.0.1:8443 --api-key \"$KEY\"\n"
 	  "  orchardctl config use-context dev\n  orchardctl config view\n",

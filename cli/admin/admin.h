@@ -5,8 +5,9 @@
 #include <libpq-fe.h>
 /*
  * orchard-admin: the operator's tool for what needs direct database access
- * (migrations, tenants, API keys). One file per command group, dispatched
- * from the commands[] table in main.c (git's builtin/ style).
+ * (migrations, tenants, API keys, stats, retention). One file per command
+ * group, dispatched from the commands[] table in main.c (git's builtin/
+ * style).
  *
  * A command returns the process exit status: ADMIN_OK, ADMIN_FAIL (with a
  * message on stderr) or ADMIN_USAGE.
@@ -53,10 +54,14 @@ int admin_wants_help(int argc, char **argv);
 int cmd_migrate(struct admin_ctx *ctx, int argc, char **argv);
 int cmd_tenant(struct admin_ctx *ctx, int argc, char **argv);
 int cmd_key(struct admin_ctx *ctx, int argc, char **argv);
+int cmd_stats(struct admin_ctx *ctx, int argc, char **argv);
+int cmd_prune(struct admin_ctx *ctx, int argc, char **argv);
 
 extern const char migrate_usage[];
 extern const char tenant_usage[];
 extern const char key_usage[];
+extern const char stats_usage[];
+extern const char prune_usage[];
 
 /* Key material (keygen.c). */
 #define ADMIN_KEY_PREFIX "orch"

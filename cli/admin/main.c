@@ -22,6 +22,8 @@ static const char main_usage[] =
 	"  migrate               apply pending sql/migrations/*.sql files\n"
 	"  tenant create|list    manage tenants\n"
 	"  key create|list|revoke  manage API keys\n"
+	"  stats                 dashboard summaries (usage, latency, failures)\n"
+	"  prune                 delete what is left of long-deleted sandboxes\n"
 	"  help [COMMAND]        show help for a command\n"
 	"\n"
 	"The database connection is --database-url, else $ORCHARD_DATABASE_URL\n"
@@ -34,6 +36,8 @@ static const struct admin_cmd commands[] = {
 	{ "migrate", cmd_migrate, "apply pending migrations", migrate_usage },
 	{ "tenant", cmd_tenant, "manage tenants", tenant_usage },
 	{ "key", cmd_key, "manage API keys", key_usage },
+	{ "stats", cmd_stats, "dashboard summaries", stats_usage },
+	{ "prune", cmd_prune, "retention: prune long-deleted sandboxes", prune_usage },
 	{ "help", cmd_help, "show help", main_usage },
 };
 

@@ -27,7 +27,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # ORCHARD_TEST_ORCHARDCTL tries another build (e.g. a sanitizer one) against the same tests.
 CTL = os.environ.get("ORCHARD_TEST_ORCHARDCTL") or os.path.join(REPO, "bin", "orchardctl")
 COMMANDS = ["create", "ls", "get", "describe", "wait", "exec", "jobs", "trajectory", "replay", "rm", "heartbeat",
-            "config", "completion", "version", "help"]
+            "stats", "config", "completion", "version", "help"]
 SUBCOMMANDS = {"jobs": ["ls", "get", "wait", "logs", "cancel"],
                "trajectory": ["export"],
                "config": ["set-context", "use-context", "get-contexts", "current-context",
