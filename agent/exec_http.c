@@ -127,10 +127,8 @@ static int parse_request(struct exec_request *r, json_object *root, char *msg, s
 		return err;
 	if (r->cwd && (!*r->cwd || (json_object_object_get_ex(root, "cwd", &v) && c_string(&r->cwd, v) < 0)))
 		return fail(msg, msglen, "field '%s' must be a non-empty path without NUL bytes", "cwd");
-	if ((err = orc_json_get_str(root, "stdin", &r->stdin_data, msg, msglen)) < 0)
+	if ((err = orc_json_get_bytes(root, "stdin", &r->stdin_data, &r->stdin_len, msg, msglen)) < 0)
 		return err;
-	if (r->stdin_data && json_object_object_get_ex(root, "stdin", &v))
-		r->stdin_len = (size_t)json_object_get_string_len(v);
 	if ((err = orc_json_get_number(root, "timeout_seconds", &r->timeout_s, 0, MAX_TIMEOUT_S, msg, msglen)) < 0)
 		return err;
 	if (r->timeout_s <= 0)

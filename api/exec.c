@@ -68,11 +68,9 @@ static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, 
 		return err;
 	if ((err = orc_json_get_bool(body, "wait", &x->wait, msg, msglen)) < 0)
 		return err;
-	if ((err = orc_json_get_str(body, "stdin", &x->stdin_data, msg, msglen)) < 0)
+	if ((err = orc_json_get_bytes(body, "stdin", &x->stdin_data, &x->stdin_len, msg, msglen)) < 0)
 		return err;
 	if (x->stdin_data) {
-		json_object_object_get_ex(body, "stdin", &v);
-		x->stdin_len = (size_t)json_object_get_string_len(v);
 		if (x->stdin_len > STDIN_MAX) {
 			snprintf(msg, msglen, "field 'stdin' is larger than %u bytes", STDIN_MAX);
 			return ORC_EINVALID;

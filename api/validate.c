@@ -186,21 +186,6 @@ int api_check_command(json_object *v, char *msg, size_t msglen)
 	return 0;
 }
 
-int api_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen)
-{
-	json_object *v = NULL;
-	const char *s = NULL;
-	int err;
-
-	if ((err = orc_json_get_str(o, key, &s, msg, msglen)) != 0)
-		return err;
-	json_object_object_get_ex(o, key, &v);
-	if (strlen(s) != (size_t)json_object_get_string_len(v))
-		return fail(msg, msglen, "field '%s' must not contain NUL characters", key);
-	*out = s;
-	return 0;
-}
-
 int api_check_idempotency_key(const char *s)
 {
 	size_t i, n = strlen(s);

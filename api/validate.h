@@ -15,8 +15,6 @@
 #define API_COMMAND_MAX (1u << 20)
 #define API_ARGV_MAX 4096
 
-/* orc_json_get_str that also rejects strings with embedded NUL bytes. */
-int api_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen);
 /*
  * labels, by Kubernetes' rules: at most 64; a key is an optional DNS
  * subdomain prefix (at most 253 characters) and '/', then a name of 1-63

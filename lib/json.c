@@ -36,7 +36,17 @@ int orc_json_parse(json_object **out, const char *data, size_t len, char *msg, s
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 	o = json_tokener_parse_ex(tok, data, (int)len);
 	jerr = json_tokener_get_error(tok);
-	if (!o || jerr != json_tokener_success) {
+	off = json_tokener_get_parse_end(tok);
+	/* A number at the very end stays open until json-c sees what follows
+	 * it ("12" could go on); json_tokener_parse passes the NUL for that.
+	 * orc_json_check has seen the whole value, so end it the same way. */
+	if (!o && jerr == json_tokener_continue) {
+		o = json_tokener_parse_ex(tok, "", 1);
+		jerr = json_tokener_get_error(tok);
+		off = len;
+	}
+	/* o is NULL on success too: that is JSON null. */
+	if (jerr != json_tokener_success) {
 		if (jerr == json_tokener_continue)
 			err = fail(msg, msglen, "%s%s", "malformed JSON: unexpected end of input", "");
 		else
@@ -44,7 +54,7 @@ int orc_json_parse(json_object **out, const char *data, size_t len, char *msg, s
 		json_object_put(o);
 		goto done;
 	}
-	for (off = json_tokener_get_parse_end(tok); off < len; off++) {
+	for (; off < len; off++) {
 		if (!strchr(" \t\r\n", data[off])) {
 			json_object_put(o);
 			err = fail(msg, msglen, "%s%s", "malformed JSON: trailing data after the value", "");
@@ -80,7 +90,8 @@ static json_object *field(json_object *o, const char *key)
 	return v; /* NULL for JSON null too */
 }
 
-int orc_json_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen)
+int orc_json_get_bytes(json_object *o, const char *key, const char **out, size_t *len_out,
+		       char *msg, size_t msglen)
 {
 	json_object *v = field(o, key);
 
@@ -89,6 +100,22 @@ int orc_json_get_str(json_object *o, const char *key, const char **out, char *ms
 	if (!json_object_is_type(v, json_type_string))
 		return fail(msg, msglen, "field '%s' must be a %s", key, "string");
 	*out = json_object_get_string(v);
+	*len_out = (size_t)json_object_get_string_len(v);
+	return 0;
+}
+
+int orc_json_get_str(json_object *o, const char *key, const char **out, char *msg, size_t msglen)
+{
+	const char *s = NULL;
+	size_t len = 0;
+	int err;
+
+	if ((err = orc_json_get_bytes(o, key, &s, &len, msg, msglen)) != 0)
+		return err;
+	/* A C string would silently end at the NUL: "ok\u0000../x" is not "ok". */
+	if (memchr(s, '\0', len))
+		return fail(msg, msglen, "field '%s' must not contain NUL %s", key, "characters");
+	*out = s;
 	return 0;
 }
 

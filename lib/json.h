@@ -28,8 +28,12 @@ int orc_json_parse(json_object **out, const char *data, size_t len,
 int orc_json_parse_object(json_object **out, const char *data, size_t len,
 			  char *msg, size_t msglen);
 
+/* A string without NUL characters (one would silently cut a C string). */
 int orc_json_get_str(json_object *o, const char *key, const char **out,
 		     char *msg, size_t msglen);
+/* Any string, NUL characters included, with its length (e.g. stdin). */
+int orc_json_get_bytes(json_object *o, const char *key, const char **out, size_t *len_out,
+		       char *msg, size_t msglen);
 int orc_json_get_bool(json_object *o, const char *key, int *out,
 		      char *msg, size_t msglen);
 /* Integers only (no fractions, no strings), within [min, max]. */

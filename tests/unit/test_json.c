@@ -20,6 +20,10 @@ static void json_parse_accepts_valid_and_rejects_garbage(void)
 
 	CHECK(parses("{\"a\": [1, 2, {\"b\": null}]}"));
 	CHECK(parses("  \"x\"  \n"));
+	CHECK(parses("12"));       /* a number at the very end of the input */
+	CHECK(parses(" -0 "));
+	CHECK(parses("1e400"));
+	CHECK(parses("null"));
 	CHECK(!parses(""));
 	CHECK(!parses("{"));
 	CHECK(!parses("{\"a\":1} trailing"));
@@ -96,6 +100,16 @@ static void json_getters_check_types(void)
 	CHECK(orc_json_get_str(o, "n", &s, msg, sizeof(msg)) == 1);
 	CHECK(orc_json_get_str(o, "i", &s, msg, sizeof(msg)) == ORC_EINVALID);
 	CHECK(strstr(msg, "'i'") && strstr(msg, "string"));
+	{
+		json_object *z = NULL;
+		const char *zs = NULL;
+		size_t zl = 0;
+		CHECK(orc_json_parse_object(&z, "{\"k\":\"ok\\u0000../x\"}", 20, msg, sizeof(msg)) == 0);
+		CHECK(orc_json_get_str(z, "k", &zs, msg, sizeof(msg)) == ORC_EINVALID);
+		CHECK(strstr(msg, "NUL") != NULL);
+		CHECK(orc_json_get_bytes(z, "k", &zs, &zl, msg, sizeof(msg)) == 0 && zl == 7);
+		json_object_put(z);
+	}
 	CHECK(orc_json_get_bool(o, "b", &b, msg, sizeof(msg)) == 0 && b == 1);
 	CHECK(orc_json_get_bool(o, "s", &b, msg, sizeof(msg)) == ORC_EINVALID);
 	CHECK(orc_json_get_int(o, "i", &i, 0, 10, msg, sizeof(msg)) == 0 && i == 7);

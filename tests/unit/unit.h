@@ -34,4 +34,5 @@ struct unit_test {
 extern const struct unit_test buf_tests[];
 extern const struct unit_test json_tests[];
 extern const struct unit_test strutil_tests[];
+extern const struct unit_test sha256_tests[];
 #endif
