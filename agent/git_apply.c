@@ -170,6 +170,12 @@ void agent_handle_git_apply(struct agent_reply *reply, const struct agent_reques
 		agent_reply_error(reply, 400, msg);
 		goto done;
 	}
+	/* libgit2 mishandles NUL inside hunk lines (it over-reads); a text
+	 * patch never holds one, binary content travels as base85. */
+	if (memchr(json_object_get_string(patch), '\0', (size_t)json_object_get_string_len(patch))) {
+		agent_reply_error(reply, 400, "patch contains NUL bytes");
+		goto done;
+	}
 	if ((err = agent_git_check_dir(cwd, msg, sizeof(msg))) < 0) {
 		agent_reply_err(reply, err, msg);
 		goto done;
@@ -186,8 +192,11 @@ void agent_handle_git_apply(struct agent_reply *reply, const struct agent_reques
 		agent_reply_error(reply, 500, msg);
 		goto done;
 	}
-	agent_git_patch_normalise(&text, json_object_get_string(patch),
-				  (size_t)json_object_get_string_len(patch));
+	if (agent_git_patch_normalise(&text, json_object_get_string(patch),
+				      (size_t)json_object_get_string_len(patch)) < 0) {
+		agent_reply_error(reply, 400, "patch contains NUL bytes");
+		goto done;
+	}
 	if (git_diff_from_buffer(&diff, orc_buf_cstr(&text), text.len) < 0) {
 		snprintf(msg, sizeof(msg), "malformed patch: %s", agent_git_error());
 		reply_result(reply, check, NULL, msg);

@@ -104,6 +104,11 @@ int agent_git_patch_normalise(struct orc_buf *out, const char *patch, size_t len
 	long old_n = 0, new_n = 0;
 	int in_git = 0;
 
+	/* libgit2 (1.5) copies a hunk line only up to a NUL byte but keeps
+	 * its full length, so git_apply reads past the copy; a text patch
+	 * never holds NUL (binary content is base85 in "GIT binary patch"). */
+	if (memchr(patch, '\0', len))
+		return ORC_EINVALID;
 	while (p < end) {
 		next = line_end(p, end);
 		if (old_n > 0 || new_n > 0) {
