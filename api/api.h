@@ -26,6 +26,7 @@ struct api_server {
 	char runner[128];             /* "hostname:pid:starttime": owns our jobs (lease.c) */
 	int threads;
 	int workers;
+	int64_t raw_max;              /* raw uploads (files/raw, archive): ORCHARD_API_RAW_MAX */
 };
 extern struct api_server api_server;
 
@@ -133,8 +134,41 @@ int api_tenant_create(struct api_req *r);
 int api_tenant_patch(struct api_req *r);
 int api_key_list(struct api_req *r);                 /* keys.c (admin) */
 int api_key_revoke(struct api_req *r);
+int api_files_upload(struct api_req *r);             /* files.c (base64 JSON) */
+int api_files_download(struct api_req *r);
+int api_files_list(struct api_req *r);
+int api_files_stat(struct api_req *r);
+int api_files_mkdir(struct api_req *r);
+int api_files_delete(struct api_req *r);
+int api_files_raw_put(struct api_req *r);            /* files_raw.c (streams) */
+int api_files_raw_get(struct api_req *r);
+int api_archive_put(struct api_req *r);
+int api_archive_get(struct api_req *r);
+int api_git_apply(struct api_req *r);                /* git.c */
+int api_git_diff(struct api_req *r);
+int api_git_reset(struct api_req *r);
+
+/*
+ * Routes whose handler reads the request body itself, as a stream
+ * (router.c); for all others request.c reads it whole before dispatch.
+ */
+int api_route_streams(const char *method, const char *path);
 
 /* ---- auth.c: the verified-key cache ----------------------------------- */
+
+struct api_auth {
+	char tenant[24];              /* tenants.id */
+	char key[24];                 /* api_keys.id */
+	char role[8];                 /* "user" | "admin" */
+};
+/* Check the request's X-API-Key / Authorization: Bearer key through the
+ * verified-key cache; 401 or 403 (replied) when it is missing or bad. */
+int api_auth_check(struct api_auth *out, struct api_req *r);
+/* The same for a key found elsewhere (NULL: none sent, 401). */
+int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key);
+/* /_auth_agent (auth_agent.c): the key check plus the sandbox named by the
+ * original URI, answering with its agent's upstream and token. */
+int api_auth_agent_handle(struct api_req *r);
 
 void api_auth_init(void);
 /* Drop the cached entries of one key_id (revocation). */
@@ -210,6 +244,47 @@ int api_job_wait_until(PGresult **out, int64_t tenant_id, const char *job_id, in
 int api_job_run(const char *job_id, const char *request_id);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
+
+/* ---- sandbox_agent.c: reaching a sandbox's agent from a route -------- */
+
+/* The caller's ready sandbox's agent. Strings owned by the request. */
+struct api_agent {
+	const char *address;          /* "unix:/path" or "http://host:port" */
+	const char *token;
+};
+
+/*
+ * Look up sandbox id of tenant: 0 with *out when it is ready and has an
+ * agent; ORC_ENOTFOUND (none, another tenant's, being deleted);
+ * API_ENOTREADY with "state\tmessage" in msg. Touches last_activity_at of
+ * a ready sandbox. The strings in *out are malloc'd (the caller frees).
+ */
+int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, const char *id,
+		     char *msg, size_t msglen);
+/* api_agent_lookup for r->id and the caller's tenant; 404/409/503 replied. */
+int api_agent_get(struct api_agent *out, struct api_req *r);
+/*
+ * One JSON call to the agent (path with query, body may be NULL). 0 with
+ * the agent's status and body; a transport failure is replied (502, or
+ * 413 when the answer passes out->max) and returned.
+ */
+int api_agent_json(struct orc_buf *out, long *status_out, struct api_req *r,
+		   const struct api_agent *a, const char *method, const char *path,
+		   const char *body, size_t body_len, long timeout_ms);
+/* The agent's {"error": "..."} message, or a placeholder. */
+const char *api_agent_message(const char *body, size_t len, char *buf, size_t buflen);
+/* The orc_err for an agent's error status (404 -> ORC_ENOTFOUND, ...). */
+int api_agent_status_err(long status);
+/* Reply with the agent's error status and message mapped to ours. */
+int api_reply_agent_error(struct api_req *r, long status, const struct orc_buf *body);
+/*
+ * Record one event of kind on r->id (with the caller's key and request id)
+ * and touch the sandbox's last_activity_at, in one statement. data is
+ * serialised, not taken.
+ */
+int api_event_record(struct api_req *r, const char *kind, json_object *data);
+/* Percent-encode s for a query string value (malloc'd). */
+char *api_url_escape(const char *s);
 
 /* ---- quota.c ---------------------------------------------------------- */
 

@@ -243,11 +243,16 @@ static const char *request_key(struct api_req *r)
 	return NULL;
 }
 
-int api_auth_handle(struct api_req *r)
+int api_auth_check(struct api_auth *out, struct api_req *r)
+{
+	return api_auth_check_key(out, r, request_key(r));
+}
+
+int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 {
 	struct key_entry e;
-	const char *key = request_key(r), *secret;
-	char key_id[KEY_ID_LEN + 1], hdr[256];
+	const char *secret;
+	char key_id[KEY_ID_LEN + 1];
 	unsigned char digest[SHA256_DIGEST_LENGTH];
 	uint64_t gen;
 	int err;
@@ -277,8 +282,22 @@ int api_auth_handle(struct api_req *r)
 	}
 	if (!e.valid)
 		return api_reply_error(r, ORC_EFORBIDDEN, "invalid or revoked API key");
+	memcpy(out->tenant, e.tenant, sizeof(out->tenant));
+	memcpy(out->key, e.id, sizeof(out->key));
+	memcpy(out->role, e.role, sizeof(out->role));
+	return 0;
+}
+
+int api_auth_handle(struct api_req *r)
+{
+	struct api_auth a;
+	char hdr[256];
+	int err;
+
+	if ((err = api_auth_check(&a, r)) < 0)
+		return err;
 	snprintf(hdr, sizeof(hdr), "X-Orchard-Tenant: %s\r\nX-Orchard-Key: %s\r\nX-Orchard-Role: %s\r\n",
-		 e.tenant, e.id, e.role);
+		 a.tenant, a.key, a.role);
 	api_req_write(r, 204, hdr, NULL, 0);
 	return 0;
 }

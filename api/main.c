@@ -8,6 +8,8 @@
  *   ORCHARD_API_THREADS    request threads (default 32)
  *   ORCHARD_DB_POOL        database connections (default 8)
  *   ORCHARD_API_WORKERS    exec worker threads for wait:false jobs (default 4)
+ *   ORCHARD_API_RAW_MAX    largest raw upload (files/raw, archive) in bytes
+ *                          (default 1 GiB, the agent's own default limit)
  *
  * SIGTERM/SIGINT stop accepting, give in-flight requests up to 10 s, remove
  * the socket and exit 0.
@@ -48,6 +50,21 @@ static int env_int(const char *name, int dflt, int min, int max)
 		exit(2);
 	}
 	return (int)n;
+}
+
+static int64_t env_i64(const char *name, int64_t dflt, int64_t min, int64_t max)
+{
+	const char *v = getenv(name);
+	int64_t n;
+
+	if (!v || !*v)
+		return dflt;
+	if (orc_parse_i64(&n, v, min, max) < 0) {
+		orc_logf(ORC_LOG_ERROR, "%s=\"%s\" is not an integer in %lld..%lld", name, v,
+			 (long long)min, (long long)max);
+		exit(2);
+	}
+	return n;
 }
 
 /* Refuse to steal the socket of a running api; remove a stale one. */
@@ -186,6 +203,7 @@ int main(int argc, char **argv)
 	}
 	api_server.threads = env_int("ORCHARD_API_THREADS", 32, 1, 4096);
 	api_server.workers = env_int("ORCHARD_API_WORKERS", 4, 1, 256);
+	api_server.raw_max = env_i64("ORCHARD_API_RAW_MAX", (int64_t)1 << 30, 1, (int64_t)1 << 42);
 	api_server.conninfo = xstrdup(dburl);
 	if (gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "unknown");

@@ -235,7 +235,10 @@ int api_req_init(struct api_req *r, FCGX_Request *fcgi)
 		return err;
 	/* nginx's auth subrequest carries the client's Content-Length but no
 	 * body (fastcgi_pass_request_body off); never wait for one. */
-	if (!strcmp(r->path, "/_auth"))
+	if (!strcmp(r->path, "/_auth") || !strcmp(r->path, "/_auth_agent"))
+		return 0;
+	/* Raw uploads are read by their handler as a stream (files_raw.c). */
+	if (api_route_streams(r->method, r->path))
 		return 0;
 	return read_body(r);
 }

@@ -24,6 +24,7 @@ struct api_route {
 #define ROUTE_PUBLIC 1u   /* no authentication (nginx does not auth_request it) */
 #define ROUTE_ANY_ID 2u   /* the handler copes with ids that are not DNS labels */
 #define ROUTE_ADMIN 4u    /* admin keys only (403 for others) */
+#define ROUTE_STREAM 8u   /* the handler reads the body as a stream (api_route_streams) */
 
 static const struct api_route routes[] = {
 	{ "GET",    "/",                         api_root_get,          ROUTE_PUBLIC },
@@ -48,6 +49,21 @@ static const struct api_route routes[] = {
 	{ "PATCH",  "/tenants/{id}",             api_tenant_patch,      ROUTE_ADMIN },
 	{ "GET",    "/keys",                     api_key_list,          ROUTE_ADMIN },
 	{ "DELETE", "/keys/{id}",                api_key_revoke,        ROUTE_ADMIN },
+	{ "POST",   "/sandboxes/{id}/files",     api_files_upload,      0 },
+	{ "GET",    "/sandboxes/{id}/files",     api_files_download,    0 },
+	{ "DELETE", "/sandboxes/{id}/files",     api_files_delete,      0 },
+	{ "GET",    "/sandboxes/{id}/files/list", api_files_list,       0 },
+	{ "GET",    "/sandboxes/{id}/files/stat", api_files_stat,       0 },
+	{ "POST",   "/sandboxes/{id}/files/mkdir", api_files_mkdir,     0 },
+	/* nginx proxies GETs of these straight to the agent (auth_agent.c);
+	 * the api serves them too, streaming, as the fallback. */
+	{ "PUT",    "/sandboxes/{id}/files/raw", api_files_raw_put,     ROUTE_STREAM },
+	{ "GET",    "/sandboxes/{id}/files/raw", api_files_raw_get,     0 },
+	{ "PUT",    "/sandboxes/{id}/archive",   api_archive_put,       ROUTE_STREAM },
+	{ "GET",    "/sandboxes/{id}/archive",   api_archive_get,       0 },
+	{ "POST",   "/sandboxes/{id}/apply_patch", api_git_apply,       0 },
+	{ "GET",    "/sandboxes/{id}/git/diff",  api_git_diff,          0 },
+	{ "POST",   "/sandboxes/{id}/git/reset", api_git_reset,         0 },
 };
 
 int api_valid_id(const char *s)
@@ -94,9 +110,16 @@ static const char *id_kind(const char *path)
 	return "sandbox";
 }
 
-static int handle_auth(struct api_req *r)
+int api_route_streams(const char *method, const char *path)
 {
-	return api_auth_handle(r);
+	const char *id;
+	size_t n, i;
+
+	for (i = 0; i < sizeof(routes) / sizeof(*routes); i++)
+		if ((routes[i].flags & ROUTE_STREAM) && !strcmp(routes[i].method, method) &&
+		    route_match(routes[i].pattern, path, &id, &n))
+			return 1;
+	return 0;
 }
 
 void api_dispatch(struct api_req *r)
@@ -107,7 +130,11 @@ void api_dispatch(struct api_req *r)
 	size_t id_len = 0, i;
 
 	if (!strcmp(r->path, "/_auth")) {
-		handle_auth(r);
+		api_auth_handle(r);
+		return;
+	}
+	if (!strcmp(r->path, "/_auth_agent")) {
+		api_auth_agent_handle(r);
 		return;
 	}
 	for (i = 0; i < sizeof(routes) / sizeof(*routes); i++) {

@@ -80,7 +80,7 @@ static int parse_create(struct create_req *c, struct api_req *r, json_object *bo
 	memset(c, 0, sizeof(*c));
 	c->block_network = 1;
 	c->timeout = 3600;
-	if ((err = api_get_str(body, "image", &c->image, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "image", &c->image, msg, msglen)) < 0)
 		return err;
 	if (err == 1 || !*c->image) {
 		snprintf(msg, msglen, "field 'image' is required (for example \"host\")");
@@ -108,7 +108,7 @@ static int parse_create(struct create_req *c, struct api_req *r, json_object *bo
 	}
 	if ((err = orc_json_get_bool(body, "block_network", &c->block_network, msg, msglen)) < 0)
 		return err;
-	if ((err = api_get_str(body, "sandbox_id", &c->sandbox_id, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "sandbox_id", &c->sandbox_id, msg, msglen)) < 0)
 		return err;
 	if (err == 0 && !api_valid_id(c->sandbox_id)) {
 		snprintf(msg, msglen, "sandbox_id \"%.80s\" is not a DNS label: 1-63 characters of [a-z0-9-], "

@@ -6,8 +6,17 @@ docs/architecture.md without depending on the real api:
 
 - DOCUMENT_URI /_auth: key "good-key" (X-API-Key or Bearer) -> 204 with
   X-Orchard-Tenant/Key/Role; no key -> 401; anything else -> 403.
+- DOCUMENT_URI /_auth_agent: as /_auth for the key; then, when
+  ORCHARD_ORIGINAL_URI names sandbox "box1" with a GET or HEAD, 204 with
+  X-Orchard-Agent-Upstream (FakeApi.agent_upstream) and -Token
+  (AGENT_TOKEN); any other sandbox -> 403 with the tenant headers and
+  X-Orchard-Auth-Error, as the real api defers to its own handler.
 - /status/NNN -> status NNN with the api's own JSON error body.
 - anything else -> 200 with every FastCGI param and the body length, as JSON.
+
+FakeAgent is an HTTP server on a unix socket standing in for orchard-agent:
+it answers every request with its method, path and headers as JSON, 404
+for paths containing "missing".
 """
 import json
 import os
@@ -19,6 +28,8 @@ BEGIN_REQUEST, ABORT_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT = 1, 2, 3, 4, 5
 
 GOOD_KEY = "good-key"
 TENANT, KEY_ID, ROLE = "7", "3", "user"
+AGENT_TOKEN = "agent-secret-token"
+GOOD_BOX = "box1"
 
 
 def _read_exact(conn, n):
@@ -77,6 +88,7 @@ class FakeApi:
     def __init__(self, path):
         self.path = path
         self.auth_calls = []
+        self.agent_upstream = ""
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if os.path.exists(path):
             os.unlink(path)
@@ -107,7 +119,7 @@ class FakeApi:
 
     def _handle(self, conn):
         try:
-            raw, body, rid = b"", b"", 1
+            raw, parts, rid = b"", [], 1
             while True:
                 rtype, rid, content = _read_record(conn)
                 if rtype == PARAMS:
@@ -115,7 +127,8 @@ class FakeApi:
                 elif rtype == STDIN:
                     if not content:
                         break
-                    body += content
+                    parts.append(content)
+            body = b"".join(parts)
             params = _parse_params(raw)
             status, headers, out = self._respond(params, body)
             head = "Status: %d\r\n" % status
@@ -145,9 +158,81 @@ class FakeApi:
                 return 403, [], b""
             return 204, [("X-Orchard-Tenant", TENANT), ("X-Orchard-Key", KEY_ID),
                          ("X-Orchard-Role", ROLE)], b""
+        if uri == "/_auth_agent":
+            self.auth_calls.append(params)
+            key = one.get("HTTP_X_API_KEY", "")
+            if not key:
+                return 401, [], b""
+            if key != GOOD_KEY:
+                return 403, [], b""
+            who = [("X-Orchard-Tenant", TENANT), ("X-Orchard-Key", KEY_ID), ("X-Orchard-Role", ROLE)]
+            orig = one.get("ORCHARD_ORIGINAL_URI", "").split("?")[0]
+            if "/sandboxes/%s/" % GOOD_BOX in orig:
+                if one.get("ORCHARD_ORIGINAL_METHOD") in ("GET", "HEAD"):
+                    return 204, who + [("X-Orchard-Agent-Upstream", self.agent_upstream),
+                                       ("X-Orchard-Agent-Token", AGENT_TOKEN)], b""
+            return 403, who + [("X-Orchard-Auth-Error", "not_found")], b""
         if uri.startswith("/status/"):
             code = int(uri[len("/status/"):])
             doc = {"detail": "from the api", "code": "api", "request_id": one.get("REQUEST_ID")}
             return code, [("Content-Type", "application/json")], json.dumps(doc).encode()
         doc = {"params": params, "body_length": len(body)}
         return 200, [("Content-Type", "application/json")], json.dumps(doc).encode()
+
+
+class FakeAgent:
+    """An HTTP/1.1 server on a unix socket that describes each request."""
+
+    def __init__(self, path):
+        import http.server
+        import socketserver
+
+        self.path = path
+        self.requests = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def address_string(self):
+                return "agent"
+
+            def log_message(self, *args):
+                pass
+
+            def _answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                seen = {"method": self.command, "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body_length": len(body)}
+                outer.requests.append(seen)
+                status = 404 if "missing" in self.path else 200
+                doc = seen if status == 200 else {"error": "no such file"}
+                out = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.send_header("X-File-Size", "3")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(out)
+
+            do_GET = do_HEAD = do_PUT = _answer
+
+        if os.path.exists(path):
+            os.unlink(path)
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.server = Server(path, Handler)
+        os.chmod(path, 0o666)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        if os.path.exists(self.path):
+            os.unlink(self.path)

@@ -14,7 +14,7 @@ import time
 import pytest
 import requests
 
-from fake_fcgi import GOOD_KEY, KEY_ID, ROLE, TENANT, FakeApi
+from fake_fcgi import AGENT_TOKEN, GOOD_KEY, KEY_ID, ROLE, TENANT, FakeAgent, FakeApi
 from stack import STACK_SH, free_port, log_tails, make_tmpdir
 
 import shutil
@@ -34,6 +34,8 @@ class Nginx:
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         self.api = FakeApi(os.path.join(self.var, "run", "api.sock"))
+        self.agent = FakeAgent(os.path.join(self.var, "run", "agent.sock"))
+        self.api.agent_upstream = "http://unix:%s:" % self.agent.path
         ngx = os.path.join(self.var, "nginx")
         log = os.path.join(self.var, "log", "nginx-error.log")
         self.proc = subprocess.Popen(
@@ -52,6 +54,7 @@ class Nginx:
 
     def stop(self):
         self.api.close()
+        self.agent.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGQUIT)
             try:
@@ -213,8 +216,93 @@ def test_api_down_is_502_json(ngx):
         assert_error(ngx.get("/sandboxes", key=GOOD_KEY), 502, "unavailable")
     finally:
         ngx.api = FakeApi(ngx.api.path)
+        ngx.api.agent_upstream = "http://unix:%s:" % ngx.agent.path
 
 
 def test_bad_requests_are_json(ngx):
     assert_error(ngx.get("/sandboxes/x%00y", key=GOOD_KEY), 400, "invalid")
     assert_error(ngx.get("/sandboxes/" + "a" * 20000, key=GOOD_KEY), 414, "too_large")
+
+
+# ---- raw streams: GET/HEAD to the agent, everything else to the api ----------
+
+
+def test_raw_get_goes_to_the_agent_with_its_token_only(ngx):
+    for tail, agent_path in (("files/raw", "/files"), ("archive", "/archive")):
+        ngx.agent.requests.clear()
+        r = ngx.get("/v1/sandboxes/box1/%s?path=/workspace/a%%20b" % tail, key=GOOD_KEY,
+                    headers={"Cookie": "c=1", "X-Request-ID": "raw-1"})
+        assert r.status_code == 200, r.text
+        seen = r.json()
+        assert seen["method"] == "GET" and seen["path"] == agent_path + "?path=/workspace/a%20b"
+        h = seen["headers"]
+        assert h["authorization"] == "Bearer " + AGENT_TOKEN
+        assert h["x-request-id"] == "raw-1"
+        # the client's key and other headers never reach the sandbox
+        assert "x-api-key" not in h and "cookie" not in h
+        assert r.headers["X-File-Size"] == "3"
+        assert r.headers["X-Request-ID"] == "raw-1"
+        assert not any(k.lower().startswith("x-orchard") for k in r.headers)
+        assert AGENT_TOKEN not in str(r.headers)
+    # unprefixed too, and HEAD
+    assert ngx.get("/sandboxes/box1/files/raw?path=x", key=GOOD_KEY).json()["path"] == "/files?path=x"
+    r = ngx.get("/sandboxes/box1/files/raw?path=x", key=GOOD_KEY, method="HEAD")
+    assert r.status_code == 200 and ngx.agent.requests[-1]["method"] == "HEAD"
+
+
+def test_raw_auth_subrequest_sees_the_original_uri(ngx):
+    ngx.api.auth_calls.clear()
+    ngx.get("/v1/sandboxes/box1/files/raw?path=/x", key=GOOD_KEY)
+    a = {k: v[0] for k, v in ngx.api.auth_calls[-1].items()}
+    assert a["DOCUMENT_URI"] == "/_auth_agent"
+    assert a["ORCHARD_ORIGINAL_URI"] == "/v1/sandboxes/box1/files/raw?path=/x"
+    assert a["ORCHARD_ORIGINAL_METHOD"] == "GET"
+    assert a["CONTENT_LENGTH"] == ""
+
+
+def test_raw_key_errors_are_nginx_json(ngx):
+    assert_error(ngx.get("/v1/sandboxes/box1/files/raw?path=x"), 401, "unauthorized")
+    assert_error(ngx.get("/v1/sandboxes/box1/files/raw?path=x", key="bad"), 403, "forbidden")
+    assert_error(ngx.get("/v1/sandboxes/box1/files/raw?path=x", key="bad", method="PUT", data=b"x"),
+                 403, "forbidden")
+    assert_error(ngx.get("/_auth_agent", key=GOOD_KEY), 404, "not_found")
+
+
+def test_raw_refusals_and_agent_errors_go_to_the_api(ngx):
+    # another sandbox (/_auth_agent defers with 403): the api answers, with the tenant
+    ngx.agent.requests.clear()
+    p = params(ngx.get("/v1/sandboxes/box2/files/raw?path=/x", key=GOOD_KEY))
+    assert p["DOCUMENT_URI"] == ["/v1/sandboxes/box2/files/raw"]
+    assert p["QUERY_STRING"] == ["path=/x"]
+    assert p["ORCHARD_TENANT"] == [TENANT] and p["ORCHARD_KEY"] == [KEY_ID]
+    assert not ngx.agent.requests
+    # the agent's own error: the api redoes the request to answer in our shape
+    p = params(ngx.get("/v1/sandboxes/box1/files/raw?path=/missing", key=GOOD_KEY))
+    assert p["DOCUMENT_URI"] == ["/v1/sandboxes/box1/files/raw"]
+    assert p["REQUEST_METHOD"] == ["GET"] and p["ORCHARD_TENANT"] == [TENANT]
+    assert ngx.agent.requests[-1]["path"] == "/files?path=/missing"
+
+
+def test_raw_upload_streams_to_the_api_past_the_json_limit(ngx):
+    ngx.agent.requests.clear()
+    size = 65 * 1024 * 1024
+    r = ngx.get("/v1/sandboxes/box1/files/raw?path=/big", key=GOOD_KEY, method="PUT",
+                data=b"\0" * size)
+    body = r.json()
+    p = body["params"]
+    assert body["body_length"] == size
+    assert p["REQUEST_METHOD"] == ["PUT"] and p["CONTENT_LENGTH"] == [str(size)]
+    assert p["DOCUMENT_URI"] == ["/v1/sandboxes/box1/files/raw"]
+    assert p["ORCHARD_TENANT"] == [TENANT]
+    assert not ngx.agent.requests
+    # a body over the raw limit is refused by nginx before anything runs
+    import socket
+    import ssl
+    ctx = ssl.create_default_context(cafile=ngx.cacert)
+    with socket.create_connection(("127.0.0.1", ngx.port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+            tls.sendall(("PUT /v1/sandboxes/box1/archive?path=/t HTTP/1.1\r\nHost: localhost\r\n"
+                         "X-API-Key: %s\r\nContent-Length: %d\r\n\r\n" % (GOOD_KEY, 3 << 30)).encode())
+            head = tls.recv(65536).decode("latin-1")
+    assert head.startswith("HTTP/1.1 413"), head
+    assert '"code": "too_large"' in head and "2 GiB" in head

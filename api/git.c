@@ -1,0 +1,238 @@
+/*
+ * Git on the workspace through the agent (libgit2 there; docs/agent-protocol.md
+ * "Git"):
+ *
+ *   POST /sandboxes/{id}/apply_patch {patch, timeout_seconds: 30, check?, cwd?}
+ *        -> Orchard's {success, stdout, stderr, exit_code} plus files, check, error
+ *   GET  /sandboxes/{id}/git/diff[?cwd=]  -> {cwd, patch, files}
+ *   POST /sandboxes/{id}/git/reset {ref?, cwd?, remove_ignored?}
+ *
+ * A patch that does not apply is Orchard's 200 with success false (and is
+ * recorded so); bad input is a 4xx that records nothing. An apply is
+ * recorded as 'git.apply' with the whole patch (a replay needs it); a
+ * dry run (check: true) as 'git.check', which replay ignores.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "validate.h"
+#include "xalloc.h"
+
+#define APPLY_TIMEOUT_DEFAULT_S 30
+#define APPLY_TIMEOUT_MAX_S 3600
+#define GIT_TIMEOUT_MS 300000L
+#define ANSWER_MAX (1u << 20)
+#define DIFF_MAX (96u << 20)           /* the agent's 64 MiB patch, JSON-escaped */
+
+/* The agent's field k of o, or NULL. */
+static json_object *field(json_object *o, const char *k)
+{
+	json_object *v = NULL;
+
+	return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
+}
+
+static json_object *copy_field(json_object *o, const char *k)
+{
+	return json_object_get(field(o, k));
+}
+
+/* Optional cwd: a string path, checked like a file path. */
+static int body_cwd(const char **out, json_object *body, char *msg, size_t msglen)
+{
+	const char *c = NULL;
+	int err;
+
+	if ((err = orc_json_get_str(body, "cwd", &c, msg, msglen)) < 0)
+		return err;
+	if (err == 0 && (!*c || strlen(c) >= API_PATH_MAX)) {
+		snprintf(msg, msglen, "field 'cwd' must be a non-empty path shorter than %d bytes",
+			 API_PATH_MAX);
+		return ORC_EINVALID;
+	}
+	*out = err == 0 ? c : NULL;
+	return 0;
+}
+
+/* Call the agent with body: *status is its status and *ans its parsed
+ * answer when that is 200 (else NULL; out has the error body). Transport
+ * failures and a 200 that is not JSON are replied and returned. */
+static int git_call(json_object **ans, long *status, struct api_req *r, const char *method,
+		    const char *path, json_object *body, long timeout_ms, size_t max,
+		    struct orc_buf *out)
+{
+	struct api_agent a;
+	const char *s = NULL;
+	size_t len = 0;
+	json_object *o = NULL;
+	int err;
+
+	if ((err = api_agent_get(&a, r)) < 0)
+		return err;
+	if (body)
+		s = orc_json_str(body, &len);
+	orc_buf_init(out, max);
+	if ((err = api_agent_json(out, status, r, &a, method, path, s, len, timeout_ms)) < 0)
+		return err;
+	*ans = NULL;
+	if (*status == 200) {
+		if (orc_json_parse_object(&o, orc_buf_cstr(out), out->len, NULL, 0) < 0)
+			return api_reply_error(r, API_EAGENT, "the sandbox's agent sent an invalid answer");
+		*ans = api_own_json(r, o);
+	}
+	return 0;
+}
+
+int api_git_apply(struct api_req *r)
+{
+	struct orc_buf out = ORC_BUF_INIT;
+	json_object *body, *req, *ans = NULL, *d, *reply;
+	const char *patch = NULL, *cwd = NULL;
+	char msg[512];
+	int64_t timeout = APPLY_TIMEOUT_DEFAULT_S;
+	long status = 0;
+	int check = 0, err;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = orc_json_get_str(body, "patch", &patch, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (err == 1)
+		return api_reply_error(r, ORC_EINVALID, "field 'patch' is required (a unified or git diff)");
+	if ((err = orc_json_get_int(body, "timeout_seconds", &timeout, 0, APPLY_TIMEOUT_MAX_S, msg,
+				    sizeof(msg))) < 0 ||
+	    (err = orc_json_get_bool(body, "check", &check, msg, sizeof(msg))) < 0 ||
+	    (err = body_cwd(&cwd, body, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (timeout == 0)
+		timeout = APPLY_TIMEOUT_DEFAULT_S;
+	req = api_own_json(r, json_object_new_object());
+	json_object_object_add(req, "patch", copy_field(body, "patch"));
+	json_object_object_add(req, "check", json_object_new_boolean(check));
+	if (cwd)
+		json_object_object_add(req, "cwd", json_object_new_string(cwd));
+	if ((err = git_call(&ans, &status, r, "POST", "/git/apply", req, timeout * 1000 + 5000,
+			    ANSWER_MAX, &out)) < 0)
+		goto done;
+	if (status != 200) {
+		/* The request was ours and valid: the agent refusing it (a bad
+		 * cwd) is the error, nothing was applied or recorded. */
+		err = api_reply_agent_error(r, status, &out);
+		goto done;
+	}
+	d = api_own_json(r, json_object_new_object());
+	json_object_object_add(d, "patch", copy_field(body, "patch"));
+	json_object_object_add(d, "success", json_object_new_boolean(
+		json_object_get_boolean(field(ans, "success"))));
+	json_object_object_add(d, "exit_code", copy_field(ans, "exit_code"));
+	json_object_object_add(d, "stdout", copy_field(ans, "stdout"));
+	json_object_object_add(d, "stderr", copy_field(ans, "stderr"));
+	json_object_object_add(d, "files", copy_field(ans, "files"));
+	if (cwd)
+		json_object_object_add(d, "cwd", json_object_new_string(cwd));
+	if (api_event_record(r, check ? "git.check" : "git.apply", d) < 0) {
+		err = api_reply_error(r, ORC_EUNAVAIL, "the patch on sandbox %s could not be recorded; "
+				      "its outcome is unknown to the trajectory", r->id);
+		goto done;
+	}
+	reply = api_own_json(r, json_object_new_object());
+	json_object_object_add(reply, "success", copy_field(d, "success"));
+	json_object_object_add(reply, "stdout", copy_field(ans, "stdout"));
+	json_object_object_add(reply, "stderr", copy_field(ans, "stderr"));
+	json_object_object_add(reply, "exit_code", copy_field(ans, "exit_code"));
+	json_object_object_add(reply, "files", copy_field(ans, "files"));
+	json_object_object_add(reply, "check", json_object_new_boolean(check));
+	json_object_object_add(reply, "error", copy_field(ans, "error"));
+	err = api_reply_json(r, 200, reply);
+done:
+	orc_buf_release(&out);
+	return err;
+}
+
+int api_git_diff(struct api_req *r)
+{
+	struct orc_buf out = ORC_BUF_INIT;
+	struct api_agent a;
+	const char *cwd = api_req_query(r, "cwd");
+	char *path, *esc;
+	long status = 0;
+	int err;
+
+	if (cwd && strlen(cwd) >= API_PATH_MAX)
+		return api_reply_error(r, ORC_EINVALID, "query parameter 'cwd' is longer than %d bytes",
+				       API_PATH_MAX - 1);
+	if ((err = api_agent_get(&a, r)) < 0)
+		return err;
+	esc = cwd && *cwd ? api_url_escape(cwd) : NULL;
+	path = api_own_mem(r, esc ? xasprintf("/git/diff?cwd=%s", esc) : xstrdup("/git/diff"));
+	free(esc);
+	orc_buf_init(&out, DIFF_MAX);
+	if ((err = api_agent_json(&out, &status, r, &a, "GET", path, NULL, 0, GIT_TIMEOUT_MS)) < 0)
+		goto done;
+	if (status != 200)
+		err = api_reply_agent_error(r, status, &out);
+	else
+		api_req_write(r, 200, NULL, orc_buf_cstr(&out), out.len);
+done:
+	orc_buf_release(&out);
+	return err;
+}
+
+int api_git_reset(struct api_req *r)
+{
+	struct orc_buf out = ORC_BUF_INIT;
+	json_object *body, *req, *ans = NULL, *d;
+	const char *ref = NULL, *cwd = NULL;
+	char msg[1024];
+	long status = 0;
+	int remove_ignored = 0, err;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = orc_json_get_str(body, "ref", &ref, msg, sizeof(msg))) < 0 ||
+	    (err = body_cwd(&cwd, body, msg, sizeof(msg))) < 0 ||
+	    (err = orc_json_get_bool(body, "remove_ignored", &remove_ignored, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (ref && (!*ref || strlen(ref) > 1024))
+		return api_reply_error(r, ORC_EINVALID, "field 'ref' must be a non-empty string of at "
+				       "most 1024 bytes");
+	req = api_own_json(r, json_object_new_object());
+	if (ref)
+		json_object_object_add(req, "ref", json_object_new_string(ref));
+	if (cwd)
+		json_object_object_add(req, "cwd", json_object_new_string(cwd));
+	json_object_object_add(req, "remove_ignored", json_object_new_boolean(remove_ignored));
+	if ((err = git_call(&ans, &status, r, "POST", "/git/reset", req, GIT_TIMEOUT_MS, ANSWER_MAX,
+			    &out)) < 0)
+		goto done;
+	/* An unknown ref or a workspace that is no repository is a failed
+	 * step (recorded), answered with the agent's status. */
+	d = api_own_json(r, json_object_new_object());
+	json_object_object_add(d, "ref", ref ? json_object_new_string(ref) : NULL);
+	json_object_object_add(d, "success", json_object_new_boolean(status == 200));
+	if (cwd)
+		json_object_object_add(d, "cwd", json_object_new_string(cwd));
+	if (remove_ignored)
+		json_object_object_add(d, "remove_ignored", json_object_new_boolean(1));
+	if (status == 200)
+		json_object_object_add(d, "head", copy_field(ans, "head"));
+	else
+		json_object_object_add(d, "error", json_object_new_string(
+			api_agent_message(out.ptr, out.len, msg, sizeof(msg))));
+	if (api_event_record(r, "git.reset", d) < 0) {
+		err = api_reply_error(r, ORC_EUNAVAIL, "the reset of sandbox %s could not be recorded",
+				      r->id);
+		goto done;
+	}
+	if (status != 200)
+		err = api_reply_agent_error(r, status, &out);
+	else
+		api_req_write(r, 200, NULL, orc_buf_cstr(&out), out.len);
+done:
+	orc_buf_release(&out);
+	return err;
+}

@@ -1,0 +1,196 @@
+/*
+ * Reaching a sandbox's agent from a route (files, git, raw streams): find
+ * the caller's ready sandbox, call its agent, map the agent's errors to
+ * ours, and record the action as an event.
+ *
+ * A sandbox of another tenant, an unknown one and one being deleted are
+ * all 404; a pending or failed one is 409 not_ready. The database
+ * connection is never held across the agent call (DESIGN.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent_client.h"
+#include "api.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, const char *id,
+		     char *msg, size_t msglen)
+{
+	char tenant[24];
+	const char *params[2] = { id, tenant };
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return err;
+	/* Reading files is activity too: the idle timeout must not reap a
+	 * sandbox that is only being downloaded from. */
+	err = orc_pg_query(&res, db,
+		"WITH s AS (SELECT id, state, coalesce(state_message, '') AS msg, agent_address,"
+		" agent_token FROM sandboxes WHERE id = $1 AND tenant_id = $2::bigint"
+		" AND state NOT IN ('deleting', 'deleted')),"
+		" t AS (UPDATE sandboxes SET last_activity_at = now() WHERE id = (SELECT id FROM s"
+		" WHERE state = 'ready') RETURNING 1)"
+		" SELECT state, msg, agent_address, agent_token FROM s",
+		2, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return err;
+	if (PQntuples(res) != 1) {
+		err = ORC_ENOTFOUND;
+	} else if (strcmp(PQgetvalue(res, 0, 0), "ready") || PQgetisnull(res, 0, 2) ||
+		   PQgetisnull(res, 0, 3)) {
+		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+		err = API_ENOTREADY;
+	} else {
+		*address_out = xstrdup(PQgetvalue(res, 0, 2));
+		*token_out = xstrdup(PQgetvalue(res, 0, 3));
+	}
+	PQclear(res);
+	return err;
+}
+
+int api_agent_get(struct api_agent *out, struct api_req *r)
+{
+	char *address = NULL, *token = NULL, msg[512];
+	const char *tab;
+	int err;
+
+	err = api_agent_lookup(&address, &token, r->tenant_id, r->id, msg, sizeof(msg));
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "sandbox %s not found", r->id);
+	if (err == API_ENOTREADY) {
+		tab = strchr(msg, '\t');
+		if (tab && tab - msg == 6 && !strncmp(msg, "failed", 6))
+			return api_reply_error(r, err, "sandbox %s failed%s%s", r->id,
+					       tab[1] ? ": " : "", tab + 1);
+		return api_reply_error(r, err, "sandbox %s is not ready yet (status %.*s); wait for it "
+				       "with GET /sandboxes/%s/wait", r->id,
+				       (int)(tab ? (size_t)(tab - msg) : strlen(msg)), msg, r->id);
+	}
+	if (err < 0)
+		return api_reply_error(r, err, "cannot read sandbox %s", r->id);
+	out->address = api_own_mem(r, address);
+	out->token = api_own_mem(r, token);
+	return 0;
+}
+
+int api_agent_json(struct orc_buf *out, long *status_out, struct api_req *r,
+		   const struct api_agent *a, const char *method, const char *path,
+		   const char *body, size_t body_len, long timeout_ms)
+{
+	struct orc_agent_req req;
+	int err;
+
+	memset(&req, 0, sizeof(req));
+	req.address = a->address;
+	req.token = a->token;
+	req.method = method;
+	req.path = path;
+	req.body = body;
+	req.body_len = body_len;
+	req.timeout_ms = timeout_ms;
+	req.request_id = r->request_id[0] ? r->request_id : NULL;
+	err = orc_agent_call(out, status_out, &req);
+	if (err == ORC_ETOOBIG)
+		return api_reply_error(r, err, "the agent's answer is larger than %zu bytes", out->max);
+	if (err == ORC_ETIMEOUT)
+		return api_reply_error(r, API_EAGENT, "the sandbox's agent did not answer within %ld s",
+				       timeout_ms / 1000);
+	if (err < 0)
+		return api_reply_error(r, API_EAGENT, "agent unreachable: cannot connect to the agent of "
+				       "sandbox %s", r->id);
+	return 0;
+}
+
+const char *api_agent_message(const char *body, size_t len, char *buf, size_t buflen)
+{
+	json_object *o = NULL, *m = NULL;
+
+	snprintf(buf, buflen, "the agent gave no reason");
+	if (body && orc_json_parse_object(&o, body, len, NULL, 0) == 0 &&
+	    json_object_object_get_ex(o, "error", &m) && json_object_is_type(m, json_type_string))
+		snprintf(buf, buflen, "%s", json_object_get_string(m));
+	json_object_put(o);
+	return buf;
+}
+
+int api_agent_status_err(long status)
+{
+	switch (status) {
+	case 400: return API_EBADREQ;
+	case 403: return ORC_EFORBIDDEN;
+	case 404: return ORC_ENOTFOUND;
+	case 409: return ORC_ECONFLICT;
+	case 413: return ORC_ETOOBIG;
+	case 503: return ORC_EUNAVAIL;
+	default: return API_EAGENT;    /* 401 (our token), 405, 5xx: our or its bug */
+	}
+}
+
+int api_reply_agent_error(struct api_req *r, long status, const struct orc_buf *body)
+{
+	char msg[1024];
+	int err = api_agent_status_err(status);
+
+	api_agent_message(body->ptr, body->len, msg, sizeof(msg));
+	if (err == API_EAGENT)
+		return api_reply_error(r, err, "the sandbox's agent failed (HTTP %ld): %s", status, msg);
+	return api_reply_error(r, err, "%s", msg);
+}
+
+int api_event_record(struct api_req *r, const char *kind, json_object *data)
+{
+	char tenant[24];
+	const char *params[6];
+	PGconn *db = NULL;
+	int err;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	params[0] = r->id;
+	params[1] = tenant;
+	params[2] = kind;
+	params[3] = orc_json_str(data, NULL);
+	params[4] = r->key_id;
+	params[5] = r->request_id;
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		goto done;
+	err = orc_pg_query(NULL, db,
+		"WITH s AS (UPDATE sandboxes SET last_activity_at = now() WHERE id = $1"
+		" AND tenant_id = $2::bigint RETURNING id, tenant_id)"
+		" INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
+		" SELECT s.id, s.tenant_id, $3, $4::jsonb, $5::bigint, nullif($6, '') FROM s",
+		6, params);
+	orc_pg_pool_release(&api_server.db, db);
+done:
+	if (err < 0)
+		orc_log(ORC_LOG_ERROR, "cannot record an event", "sandbox_id", r->id, "kind", kind,
+			"request_id", r->request_id, NULL);
+	return err;
+}
+
+char *api_url_escape(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	struct orc_buf b = ORC_BUF_INIT;
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '_' || *p == '.' || *p == '~' || *p == '/') {
+			orc_buf_addc(&b, (char)*p);
+		} else {
+			orc_buf_addc(&b, '%');
+			orc_buf_addc(&b, hex[*p >> 4]);
+			orc_buf_addc(&b, hex[*p & 15]);
+		}
+	}
+	return orc_buf_detach(&b, NULL);
+}
