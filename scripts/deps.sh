@@ -21,6 +21,7 @@ PACKAGES=(
 	# tests
 	python3 python3-pytest python3-requests python3-yaml python3-jsonschema python3-kubernetes
 	git busybox-static patchelf
+	clang lld libclang-rt-14-dev
 )
 
 check_only=0

@@ -26,6 +26,15 @@ elif ! bin/unit-tests; then
 	rc=1
 fi
 
+echo "== fuzz targets (tests/fuzz, ${FUZZ_SECONDS:-10} s each)"
+if ! command -v clang >/dev/null || ! command -v ld.lld >/dev/null; then
+	echo "test: clang and lld are needed for tests/fuzz (clang-14 lld-14 libclang-rt-14-dev)" >&2
+	rc=1
+elif ! tests/fuzz/run.sh "${FUZZ_SECONDS:-10}"; then
+	echo "test: fuzzing FAILED" >&2
+	rc=1
+fi
+
 echo "== integration tests (tests/integration, tests/k8s)"
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration tests/k8s "$@"
 prc=$?

@@ -1,0 +1,69 @@
+/*
+ * The POST /sandboxes/{id}/exec body of the api: orc_json_parse_object,
+ * then parse_exec in api/exec.c with api_check_command, api_check_path
+ * and api_check_env (api/validate.c). parse_exec is static, so this file
+ * includes exec.c; the handler and its PostgreSQL and FastCGI calls are
+ * dropped by the linker's --gc-sections (build.sh). api_req_param is
+ * stubbed as in fuzz_api_create.c ("Idempotency-Key: VALUE" first line).
+ *
+ * Properties: success means a command that passes api_check_command again
+ * (a non-empty string, or 1..4096 strings with a non-empty program name,
+ * no NULs), timeout 1..86400, an absolute cwd, a valid env, stdin at most
+ * 8 MiB, a printable Idempotency-Key.
+ */
+#include "../../api/exec.c"
+
+#include "fuzz.h"
+
+static const char *idem_key;
+
+const char *api_req_param(struct api_req *r, const char *name)
+{
+	(void)r;
+	return strcmp(name, "HTTP_IDEMPOTENCY_KEY") ? NULL : idem_key;
+}
+
+static size_t split_header(char **key, const uint8_t *data, size_t size)
+{
+	static const char h[] = "Idempotency-Key: ";
+	const uint8_t *nl;
+
+	*key = NULL;
+	if (size < sizeof(h) - 1 || memcmp(data, h, sizeof(h) - 1))
+		return 0;
+	nl = memchr(data, '\n', size);
+	if (!nl)
+		return 0;
+	*key = fuzz_cstr(data + sizeof(h) - 1, (size_t)(nl - data) - (sizeof(h) - 1));
+	return (size_t)(nl - data) + 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct exec_req x;
+	struct api_req r;
+	json_object *body = NULL;
+	char msg[512] = "", *key;
+	size_t skip = split_header(&key, data, size);
+	int err;
+
+	memset(&r, 0, sizeof(r));
+	idem_key = key;
+	if (orc_json_parse_object(&body, (const char *)data + skip, size - skip, msg, sizeof(msg)) < 0)
+		goto done;
+	msg[0] = '\0';
+	if ((err = parse_exec(&x, &r, body, msg, sizeof(msg))) < 0) {
+		FUZZ_ASSERT(msg[0]);
+		goto done;
+	}
+	FUZZ_ASSERT(x.command && api_check_command(x.command, msg, sizeof(msg)) == 0);
+	FUZZ_ASSERT(x.timeout >= 1 && x.timeout <= 86400);
+	FUZZ_ASSERT(!x.cwd || x.cwd[0] == '/');
+	FUZZ_ASSERT(!x.env || api_check_env(x.env, "env", msg, sizeof(msg)) == 0);
+	FUZZ_ASSERT(!x.stdin_data || x.stdin_len <= STDIN_MAX);
+	FUZZ_ASSERT(!x.idempotency_key || api_check_idempotency_key(x.idempotency_key));
+done:
+	json_object_put(body);
+	free(key);
+	return 0;
+}
