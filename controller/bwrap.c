@@ -90,16 +90,13 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 {
 	size_t i;
 
-	if (s->timeout_bin && s->hard_deadline_s > 0) {
-		ctl_strv_push(a, s->timeout_bin);
-		ctl_strv_push(a, "--foreground");  /* signal bwrap only, not our group */
-		push3(a, "-s", "KILL", NULL);
-		ctl_strv_pushf(a, "%llds", (long long)s->hard_deadline_s);
-	}
+	ctl_strv_push(a, s->timeout_bin);
+	ctl_strv_push(a, "--foreground");  /* signal bwrap only, not our group */
+	push3(a, "-s", "KILL", NULL);
+	ctl_strv_pushf(a, "%llds", (long long)(s->hard_deadline_s > 0 ? s->hard_deadline_s : 1));
 	ctl_strv_push(a, s->bwrap);
 	/* The sandbox dies with bwrap, and bwrap with its parent (timeout). */
-	if (s->timeout_bin && s->hard_deadline_s > 0)
-		ctl_strv_push(a, "--die-with-parent");
+	ctl_strv_push(a, "--die-with-parent");
 	/* Namespaces: root inside is the unprivileged sandbox uid outside. */
 	ctl_strv_push(a, "--unshare-user");
 	ctl_strv_push(a, "--disable-userns");
@@ -138,8 +135,10 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 	push3(a, "--setenv", "HOME", "/root");
 	push3(a, "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	push3(a, "--chdir", "/workspace", NULL);
-	ctl_strv_push(a, "--info-fd");
-	ctl_strv_pushf(a, "%d", s->info_fd);
+	if (s->seccomp_fd >= 0) {
+		ctl_strv_push(a, "--seccomp");
+		ctl_strv_pushf(a, "%d", s->seccomp_fd);
+	}
 	ctl_strv_push(a, "--");
 	ctl_strv_push(a, "/run/orchard-agent");
 	push3(a, "--listen", "unix:/run/orchard/agent.sock", NULL);

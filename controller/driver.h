@@ -34,6 +34,7 @@ struct ctl_sandbox {
 void ctl_sandbox_release(struct ctl_sandbox *sb);
 
 struct ctl_driver;
+typedef void (*ctl_ready_fn)(const char *id, void *arg);
 
 struct ctl_driver_ops {
 	const char *name;
@@ -41,7 +42,9 @@ struct ctl_driver_ops {
 	int (*init)(struct ctl_driver *d);
 	void (*release)(struct ctl_driver *d);
 	/*
-	 * Launch sb. On success sets sb->handle and sb->address. When a live
+	 * Launch sb and return at once: the sandbox sets itself up in the
+	 * background and is ready when its agent answers /health (the
+	 * caller finds out). On success sets sb->handle and sb->address. When a live
 	 * sandbox of that id already exists (a controller died between
 	 * launching it and recording it), adopt it rather than start a second
 	 * one. On failure sets sb->error to a message meant for the user;
@@ -61,6 +64,20 @@ struct ctl_driver_ops {
 	/* A short hint on why sandbox id stopped (e.g. its log's last line),
 	 * or NULL; fresh string. */
 	char *(*diagnose)(struct ctl_driver *d, const char *id);
+
+	/*
+	 * Optional readiness hints, so that launched sandboxes need not be
+	 * polled: events_fd() is an fd (or -1) that becomes readable when an
+	 * agent of a sandbox launched by create() may have come up; drain()
+	 * reads it and calls fn with each such id; unwatch() stops watching
+	 * an id (destroy does too).
+	 */
+	int (*events_fd)(struct ctl_driver *d);
+	void (*drain)(struct ctl_driver *d, ctl_ready_fn fn, void *arg);
+	void (*unwatch)(struct ctl_driver *d, const char *id);
+	/* Optional: the agent answered; lock down what the sandbox no longer
+	 * needs to change (local: its run/ dir, so agent.sock stays ours). */
+	void (*seal)(struct ctl_driver *d, const char *id);
 };
 
 struct ctl_driver {

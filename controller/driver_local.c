@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <dirent.h>
@@ -35,20 +36,33 @@
 #include "strutil.h"
 #include "xalloc.h"
 
-#define LAUNCH_TIMEOUT_MS 5000
 #define KILL_TIMEOUT_MS 2000
 /* The watchdog fires this long after the TTL, so that a running controller
  * always gets there first and records why. */
 #define HARD_DEADLINE_GRACE_S 3
 #define SOCK_SUFFIX "/run/agent.sock"
+/* Short names for agent sockets whose real path is too long for a unix
+ * socket address: <state>/.s/<16 hex> -> ../<id>/run/agent.sock. Not a
+ * DNS label, so never taken for a sandbox. */
+#define LINK_DIR ".s"
+#define LINK_KEY_LEN 16
+#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 #define STATE_MARKER ".orchard-state"
 #define CGROUP_FILE_MAX 4096
 
+struct watch {
+	int wd;
+	char *id;
+};
+
 struct local {
 	int state_fd;
-	int have_timeout;           /* the TTL watchdog is available */
+	int ino_fd;                 /* inotify: agents' sockets appearing in run/ */
+	struct watch *watches;      /* per launched sandbox not yet ready */
+	size_t nwatches, awatches;
 	struct ctl_strv layout;
 	struct ctl_cgroups cg;
+	int seccomp_fd;             /* the compiled filter (memfd) */
 };
 
 static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -156,10 +170,12 @@ static int local_init(struct ctl_driver *d)
 {
 	const struct ctl_config *cfg = d->cfg;
 	struct local *l = xcalloc(1, sizeof(*l));
-	size_t max_state = sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - 1 - 63 - strlen(SOCK_SUFFIX);
+	size_t max_state = SUN_PATH_MAX - strlen("/" LINK_DIR "/") - LINK_KEY_LEN;
 	int err = 0;
 
 	l->state_fd = -1;
+	l->seccomp_fd = -1;
+	l->ino_fd = -1;
 	d->priv = l;
 	if (mkdir_p(cfg->state_dir, 0711) < 0 || chmod(cfg->state_dir, 0711) < 0) {
 		orc_log(ORC_LOG_ERROR, "cannot create the state dir", "path", cfg->state_dir,
@@ -182,10 +198,16 @@ static int local_init(struct ctl_driver *d)
 		err = ORC_ERROR;
 		goto done;
 	}
-	l->have_timeout = access(cfg->timeout_bin, X_OK) == 0;
-	if (!l->have_timeout)
-		orc_log(ORC_LOG_WARN, "coreutils timeout not found: TTLs hold only while a "
-			"controller runs (no per-sandbox watchdog)", NULL);
+	if (access(cfg->timeout_bin, X_OK) < 0) {
+		orc_log(ORC_LOG_ERROR, "coreutils timeout not found in PATH: it is every "
+			"sandbox's watchdog (apt-get install coreutils)", "path", cfg->timeout_bin, NULL);
+		err = ORC_ERROR;
+		goto done;
+	}
+	l->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (l->ino_fd < 0)
+		orc_log(ORC_LOG_WARN, "inotify unavailable; readiness is found by polling",
+			"error", strerror(errno), NULL);
 	if (!reachable_by(cfg->state_dir, cfg->sandbox_uid, cfg->sandbox_gid, 1)) {
 		orc_logf(ORC_LOG_ERROR, "state dir \"%s\" is not reachable by the sandbox uid %u "
 			 "(every parent directory needs o+x)", cfg->state_dir, (unsigned)cfg->sandbox_uid);
@@ -199,9 +221,12 @@ static int local_init(struct ctl_driver *d)
 		orc_logf(ORC_LOG_WARN, "agent binary \"%s\" is not readable by the sandbox uid %u",
 			 cfg->agent_bin, (unsigned)cfg->sandbox_uid);
 	if (strlen(cfg->state_dir) > max_state)
-		orc_logf(ORC_LOG_WARN, "state dir is longer than %zu bytes: agent socket paths of "
-			 "long sandbox ids will not fit in a unix socket address", max_state);
+		orc_logf(ORC_LOG_WARN, "state dir is longer than %zu bytes: no agent socket path "
+			 "fits in a unix socket address; every launch will fail", max_state);
 	ctl_bwrap_host_layout(&l->layout);
+	/* Without the filter a sandbox would have more than documented. */
+	if ((err = ctl_seccomp_build(&l->seccomp_fd)) < 0)
+		goto done;
 	{
 		/* One base per state dir, so controllers of different state
 		 * dirs on one host never touch each other's cgroups. */
@@ -224,15 +249,96 @@ static void local_release(struct ctl_driver *d)
 		return;
 	if (l->state_fd >= 0)
 		close(l->state_fd);
+	if (l->seccomp_fd >= 0)
+		close(l->seccomp_fd);
+	for (size_t i = 0; i < l->nwatches; i++)
+		free(l->watches[i].id);
+	free(l->watches);
+	if (l->ino_fd >= 0)
+		close(l->ino_fd);
 	ctl_strv_release(&l->layout);
 	ctl_cgroups_release(&l->cg);
 	free(l);
 	d->priv = NULL;
 }
 
+/* 1 when <state>/<id>/run/agent.sock fits in sun_path. */
+static int direct_fits(const struct ctl_driver *d, const char *id)
+{
+	return strlen(d->cfg->state_dir) + 1 + strlen(id) + strlen(SOCK_SUFFIX) <= SUN_PATH_MAX;
+}
+
+/* The short link name of id: 64-bit FNV-1a in hex. A collision is
+ * detected (the link exists and points elsewhere) and fails that launch. */
+static void link_key(char out[LINK_KEY_LEN + 1], const char *id)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 1099511628211ULL;
+	snprintf(out, LINK_KEY_LEN + 1, "%016llx", (unsigned long long)h);
+}
+
+/*
+ * unix:<state>/<id>/run/agent.sock, or when that does not fit in a unix
+ * socket address (a long state dir), the short symlink to it: connect()
+ * follows symlinks, and only the path given is limited to 107 bytes.
+ */
 static char *local_agent_address(struct ctl_driver *d, const char *id)
 {
-	return xasprintf("unix:%s/%s%s", d->cfg->state_dir, id, SOCK_SUFFIX);
+	char key[LINK_KEY_LEN + 1];
+
+	if (direct_fits(d, id))
+		return xasprintf("unix:%s/%s%s", d->cfg->state_dir, id, SOCK_SUFFIX);
+	link_key(key, id);
+	return xasprintf("unix:%s/" LINK_DIR "/%s", d->cfg->state_dir, key);
+}
+
+/* Create (or find in place) <state>/.s/<key> -> ../<id>/run/agent.sock. */
+static int make_link(struct local *l, const char *id)
+{
+	char key[LINK_KEY_LEN + 1], have[256];
+	char *target = xasprintf("../%s%s", id, SOCK_SUFFIX);
+	int lfd = -1, err = 0;
+	ssize_t n;
+
+	link_key(key, id);
+	if ((mkdirat(l->state_fd, LINK_DIR, 0711) < 0 && errno != EEXIST) ||
+	    (lfd = openat(l->state_fd, LINK_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		err = ORC_ERROR;
+		goto done;
+	}
+	if (symlinkat(target, lfd, key) == 0)
+		goto done;
+	n = errno == EEXIST ? readlinkat(lfd, key, have, sizeof(have) - 1) : -1;
+	if (n < 0 || (size_t)n != strlen(target) || memcmp(have, target, (size_t)n)) {
+		orc_log(ORC_LOG_ERROR, "cannot create the short agent socket link", "sandbox_id", id,
+			"link", key, "error", n < 0 ? strerror(errno) : "taken by another sandbox", NULL);
+		err = ORC_ERROR;
+	}
+done:
+	if (lfd >= 0)
+		close(lfd);
+	free(target);
+	return err;
+}
+
+/* Remove id's short link, if it is id's. */
+static void remove_link(struct local *l, const char *id)
+{
+	char key[LINK_KEY_LEN + 1], have[256];
+	char *target = xasprintf("../%s%s", id, SOCK_SUFFIX);
+	int lfd = openat(l->state_fd, LINK_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t n;
+
+	link_key(key, id);
+	if (lfd >= 0) {
+		n = readlinkat(lfd, key, have, sizeof(have) - 1);
+		if (n >= 0 && (size_t)n == strlen(target) && !memcmp(have, target, (size_t)n))
+			unlinkat(lfd, key, 0);
+		close(lfd);
+	}
+	free(target);
 }
 
 /* The handle recorded in <id>/handle, if any. */
@@ -384,6 +490,113 @@ static void scan_kill_fn(const char *id, pid_t pid, void *arg)
 	ctl_proc_id_kill(&p, KILL_TIMEOUT_MS);
 }
 
+/* ---- readiness: the agent's socket appearing in <id>/run/ ---------------- */
+
+static void watch_run_dir(struct local *l, const char *state_dir, const char *id)
+{
+	char *path;
+	int wd;
+
+	if (l->ino_fd < 0)
+		return;
+	path = xasprintf("%s/%s/run", state_dir, id);
+	wd = inotify_add_watch(l->ino_fd, path, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+	free(path);
+	if (wd < 0)
+		return;   /* e.g. out of watches: polling finds it */
+	if (l->nwatches == l->awatches) {
+		l->awatches = l->awatches ? orc_mul_size(l->awatches, 2) : 16;
+		l->watches = xrealloc(l->watches, orc_mul_size(l->awatches, sizeof(*l->watches)));
+	}
+	l->watches[l->nwatches].wd = wd;
+	l->watches[l->nwatches].id = xstrdup(id);
+	l->nwatches++;
+}
+
+static void unwatch_at(struct local *l, size_t i, int rm)
+{
+	if (rm)
+		inotify_rm_watch(l->ino_fd, l->watches[i].wd);
+	free(l->watches[i].id);
+	l->watches[i] = l->watches[--l->nwatches];
+}
+
+static void local_unwatch(struct ctl_driver *d, const char *id)
+{
+	struct local *l = L(d);
+	size_t i;
+
+	for (i = 0; i < l->nwatches; i++) {
+		if (!strcmp(l->watches[i].id, id)) {
+			unwatch_at(l, i, 1);
+			return;
+		}
+	}
+}
+
+/*
+ * The agent is up: make run/ root's (0711). From now on nothing in the
+ * sandbox can replace agent.sock with a symlink to some other socket on
+ * the host, which the API (following the path as root) would connect to.
+ * Only possible when we are root and the sandbox is not.
+ */
+static void local_seal(struct ctl_driver *d, const char *id)
+{
+	int dfd;
+
+	if (!d->cfg->drop_privileges || d->cfg->sandbox_uid == 0)
+		return;
+	dfd = openat(L(d)->state_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	if (fchownat(dfd, "run", 0, 0, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(dfd, "run", 0711, 0) < 0)
+		orc_log(ORC_LOG_WARN, "sealing the agent's run dir failed", "sandbox_id", id,
+			"error", strerror(errno), NULL);
+	close(dfd);
+}
+
+static int local_events_fd(struct ctl_driver *d)
+{
+	return L(d)->ino_fd;
+}
+
+static void local_drain(struct ctl_driver *d, ctl_ready_fn fn, void *arg)
+{
+	struct local *l = L(d);
+	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *ev;
+	ssize_t n;
+	size_t i;
+	char *p;
+
+	if (l->ino_fd < 0)
+		return;
+	for (;;) {
+		n = read(l->ino_fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		for (p = buf; p < buf + n; p += sizeof(*ev) + ev->len) {
+			ev = (const struct inotify_event *)p;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				for (i = 0; i < l->nwatches; i++)
+					fn(l->watches[i].id, arg);
+				continue;
+			}
+			for (i = 0; i < l->nwatches; i++) {
+				if (l->watches[i].wd != ev->wd)
+					continue;
+				if (ev->mask & IN_IGNORED)
+					unwatch_at(l, i, 0);   /* the dir is gone */
+				else if (ev->len && !strcmp(ev->name, "agent.sock"))
+					fn(l->watches[i].id, arg);
+				break;
+			}
+		}
+	}
+}
+
 /* The cgroup dirs recorded in <id>/cgroup, plus where they would be now. */
 static void sandbox_cgroups(struct ctl_strv *out, struct local *l, const char *id)
 {
@@ -428,6 +641,7 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 
 	if (!orc_is_dns_label(id))
 		return ORC_EINVALID;
+	local_unwatch(d, id);
 	have_row = handle && ctl_proc_id_parse(&row_p, handle) == 0;
 	have_file = read_handle_file(&file_p, L(d), id) == 0;
 	if (have_row && ctl_proc_id_kill(&row_p, KILL_TIMEOUT_MS) < 0)
@@ -435,8 +649,9 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 	if (have_file && (!have_row || file_p.pid != row_p.pid) &&
 	    ctl_proc_id_kill(&file_p, KILL_TIMEOUT_MS) < 0)
 		err = ORC_ETIMEOUT;
-	if (!have_row && !have_file) {
-		/* Lost track of it (a crash mid-launch): look in /proc. */
+	if (!have_row && !have_file && !ctl_cgroups_any(&L(d)->cg)) {
+		/* Lost track of it (a crash mid-launch) and no cgroup to empty:
+		 * look in /proc. */
 		struct scan_kill sk = { id, 0 };
 		ctl_proc_scan_bwrap(d->cfg->state_dir, scan_kill_fn, &sk);
 	}
@@ -448,6 +663,8 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 	 * bwrap's monitor). Before the dir, which records the cgroups. */
 	if (remove_cgroups(L(d), id) < 0)
 		return ORC_ERROR;
+	ctl_cgroups_tidy(&L(d)->cg);
+	remove_link(L(d), id);
 	if (ctl_rmtree_at(L(d)->state_fd, id) < 0) {
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
@@ -480,7 +697,8 @@ static int check_request(struct ctl_driver *d, struct ctl_sandbox *sb)
 				      "orchard-admin image import)", sb->image);
 		return ORC_EINVALID;
 	}
-	if (strlen(d->cfg->state_dir) + 1 + strlen(sb->id) + strlen(SOCK_SUFFIX) > max_path) {
+	if (!direct_fits(d, sb->id) &&
+	    strlen(d->cfg->state_dir) + strlen("/" LINK_DIR "/") + LINK_KEY_LEN > max_path) {
 		sb->error = xasprintf("the agent socket path under state dir \"%s\" is longer than "
 				      "a unix socket address allows; use a shorter ORCHARD_STATE_DIR",
 				      d->cfg->state_dir);
@@ -528,8 +746,8 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 	struct ctl_proc_id p;
 	struct ctl_spawn sp;
 	char handle[48], *why;
-	int logfd = -1, err;
-	pid_t ns_init;
+	int logfd = -1, scfd = -1, err;
+	pid_t watchdog;
 
 	if ((err = check_request(d, sb)) < 0)
 		return err;
@@ -550,35 +768,46 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		sb->error = xstrdup("could not prepare the sandbox directory on the host");
 		goto fail;
 	}
+	if (!direct_fits(d, sb->id) && (err = make_link(L(d), sb->id)) < 0) {
+		sb->error = xstrdup("could not create the agent socket's short link on the host");
+		goto fail;
+	}
 	if ((err = make_cgroups(&cgdirs, d, sb)) < 0) {
 		sb->error = xstrdup("could not create the sandbox's cgroups (resource limits)");
 		goto fail;
 	}
 	for (size_t i = 0; i < cgdirs.n; i++)
 		ctl_strv_pushf(&procs, "%s/cgroup.procs", cgdirs.v[i]);
+	if ((scfd = ctl_seccomp_open(L(d)->seccomp_fd)) < 0) {
+		sb->error = xstrdup("could not open the seccomp filter");
+		err = ORC_ERROR;
+		goto fail;
+	}
 	{
 		char *dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
 		struct ctl_bwrap_spec spec = {
 			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
-			sb->block_network, 3,
-			L(d)->have_timeout ? d->cfg->timeout_bin : NULL,
-			sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 0,
+			sb->block_network, CTL_SPAWN_SECCOMP_FD, d->cfg->timeout_bin,
+			sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 1,
 		};
 		ctl_bwrap_argv(&argv, &spec);
 		free(dir);
 	}
 	sp = (struct ctl_spawn){
 		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
-		d->cfg->sandbox_uid, d->cfg->sandbox_gid, LAUNCH_TIMEOUT_MS,
-		procs.n ? procs.v : NULL,
+		d->cfg->sandbox_uid, d->cfg->sandbox_gid,
+		procs.n ? procs.v : NULL, scfd,
 	};
-	if ((err = ctl_spawn_detached(&ns_init, &sp)) < 0) {
+	watch_run_dir(L(d), d->cfg->state_dir, sb->id);
+	if ((err = ctl_spawn_detached(&watchdog, &sp)) < 0) {
 		why = local_diagnose(d, sb->id);
 		sb->error = xasprintf("launching bubblewrap failed%s%s", why ? ": " : "", why ? why : "");
 		free(why);
 		goto fail;
 	}
-	if ((err = ctl_proc_id_of(&p, ns_init)) < 0) {
+	/* The handle names the watchdog: it lives exactly as long as the
+	 * sandbox, and killing it kills the sandbox. */
+	if ((err = ctl_proc_id_of(&p, watchdog)) < 0) {
 		why = local_diagnose(d, sb->id);
 		sb->error = xasprintf("the sandbox exited at once%s%s", why ? ": " : "", why ? why : "");
 		free(why);
@@ -609,6 +838,8 @@ fail:
 done:
 	if (logfd >= 0)
 		close(logfd);
+	if (scfd >= 0)
+		close(scfd);
 	ctl_strv_release(&argv);
 	ctl_strv_release(&cgdirs);
 	ctl_strv_release(&procs);
@@ -664,8 +895,13 @@ static int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout)
 		if (orc_is_dns_label(de->d_name))
 			id_list_add(&l, de->d_name);
 	closedir(dir);
-	ctl_proc_scan_bwrap(d->cfg->state_dir, scan_list_fn, &l);
-	ctl_cgroups_list(&L(d)->cg, cgroup_list_fn, &l);
+	/* Every process of a sandbox is in its cgroup, so with cgroups the
+	 * cgroup dirs find what lost its host dir; the /proc scan (every
+	 * bwrap on the host, costly with thousands) is the fallback. */
+	if (ctl_cgroups_any(&L(d)->cg))
+		ctl_cgroups_list(&L(d)->cg, cgroup_list_fn, &l);
+	else
+		ctl_proc_scan_bwrap(d->cfg->state_dir, scan_list_fn, &l);
 	/* Sort and drop duplicates (a sandbox has a dir and two processes). */
 	if (l.n)
 		qsort(l.v, l.n, sizeof(*l.v), cmp_str);
@@ -691,4 +927,8 @@ const struct ctl_driver_ops ctl_driver_local = {
 	.list_owned = local_list_owned,
 	.agent_address = local_agent_address,
 	.diagnose = local_diagnose,
+	.events_fd = local_events_fd,
+	.drain = local_drain,
+	.unwatch = local_unwatch,
+	.seal = local_seal,
 };

@@ -33,17 +33,19 @@ struct ctl_bwrap_spec {
 	const char *dir;            /* $STATE/<id> */
 	const char *agent_bin;      /* host path of orchard-agent */
 	int block_network;
-	int info_fd;                /* fd number bwrap writes its JSON info to */
-	const char *timeout_bin;    /* coreutils timeout, or NULL: no hard deadline */
+	int seccomp_fd;             /* fd number of the BPF filter in the child, or -1 */
+	const char *timeout_bin;    /* coreutils timeout: the watchdog */
 	int64_t hard_deadline_s;    /* kill the sandbox this long after launch (> 0) */
 };
 
 /*
- * The whole command line for one sandbox, agent included: bwrap, run by
- * `timeout --foreground -s KILL <hard_deadline_s>s` when timeout_bin is
- * set. timeout SIGKILLs bwrap at the deadline and bwrap's
- * --die-with-parent takes the namespace's init (hence the whole sandbox)
- * with it, whether or not a controller is running.
+ * The whole command line for one sandbox, agent included:
+ * `timeout --foreground -s KILL <hard_deadline_s>s bwrap --die-with-parent ...`.
+ * timeout (the watchdog, the process the driver's handle names) SIGKILLs
+ * bwrap at the deadline, and bwrap's --die-with-parent takes the
+ * namespace's init, hence the whole sandbox, with it, whether or not a
+ * controller is running. Killing the watchdog destroys the sandbox the
+ * same way.
  */
 void ctl_bwrap_argv(struct ctl_strv *out, const struct ctl_bwrap_spec *spec);
 
@@ -56,17 +58,20 @@ struct ctl_spawn {
 	int drop_privileges;        /* setgroups(0)/setgid/setuid before exec */
 	uid_t uid;
 	gid_t gid;
-	int64_t timeout_ms;         /* for bwrap's info JSON */
 	char *const *cgroup_procs;  /* NULL-terminated: cgroup.procs files to join
 				     * before exec (while still privileged); or NULL */
+	int seccomp_fd;             /* becomes CTL_SPAWN_SECCOMP_FD in the child; -1: none */
 };
+
+/* The fd number the launched process finds the seccomp filter on. */
+#define CTL_SPAWN_SECCOMP_FD 3
 
 /*
  * Start argv detached from the controller (fork, setsid, fork: its own
- * session, reparented away from us, so it survives our death) with the
- * info pipe as fd 3, and read bubblewrap's "child-pid" from it: the host
- * pid of the sandbox's pid-namespace init. ORC_ERROR (logged) when exec
- * or bwrap failed before that, ORC_ETIMEOUT when no answer came.
+ * session, reparented away from us, so it survives our death). Returns
+ * at once with its pid in *out, before it has joined its cgroups or
+ * exec'd; if one of those fails, the reason goes to log_fd and the
+ * process exits. ORC_ERROR (logged) when we could not fork.
  */
 int ctl_spawn_detached(pid_t *out, const struct ctl_spawn *sp);
 
@@ -97,6 +102,14 @@ int ctl_proc_id_kill(const struct ctl_proc_id *p, int64_t timeout_ms);
  */
 typedef void (*ctl_proc_scan_fn)(const char *id, pid_t pid, void *arg);
 void ctl_proc_scan_bwrap(const char *state_dir, ctl_proc_scan_fn fn, void *arg);
+
+/* ---- seccomp.c -------------------------------------------------------- */
+
+/* Compile the sandbox filter to BPF in a memfd (CLOEXEC); *out is its fd. */
+int ctl_seccomp_build(int *out);
+/* A new read-only fd for that filter with its own file offset (for one
+ * launch: bwrap reads it to the end), or -1. */
+int ctl_seccomp_open(int filter_fd);
 
 /* ---- rmtree.c --------------------------------------------------------- */
 

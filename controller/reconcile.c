@@ -35,6 +35,7 @@
 
 #define MAX_NOTIFIED 512          /* more than this: do a full sweep instead */
 #define RECONNECT_MS 1000
+#define FALLBACK_CHECK_MS 200     /* health polling of a sandbox whose driver hints */
 
 /* A launched sandbox whose agent has not answered /health yet. */
 struct waiter {
@@ -46,6 +47,8 @@ struct waiter {
 	int timeout_s;
 	int64_t launched_ms;
 	int64_t next_check_ms;
+	int64_t poked_ms;       /* when the driver last hinted it may be up (0: never) */
+	int watched;            /* the driver hints readiness: poll rarely */
 };
 
 /* One row of the pass query. */
@@ -216,7 +219,8 @@ static struct waiter *waiter_find(struct rec *r, const char *id)
 	return NULL;
 }
 
-static void waiter_add(struct rec *r, const struct row *row, const char *handle, const char *address)
+static void waiter_add(struct rec *r, const struct row *row, const char *handle, const char *address,
+		       int watched)
 {
 	struct waiter *w;
 
@@ -232,13 +236,18 @@ static void waiter_add(struct rec *r, const struct row *row, const char *handle,
 	w->deadline = row->deadline;
 	w->timeout_s = row->timeout_s;
 	w->launched_ms = orc_mono_ms();
-	w->next_check_ms = w->launched_ms + 2;  /* the agent needs a moment */
+	w->poked_ms = 0;
+	w->watched = watched && r->drv->ops->events_fd && r->drv->ops->events_fd(r->drv) >= 0;
+	/* The agent needs a moment; with hints, polling is only the fallback. */
+	w->next_check_ms = w->launched_ms + (w->watched ? FALLBACK_CHECK_MS : 2);
 }
 
 static void waiter_remove(struct rec *r, struct waiter *w)
 {
 	size_t i = (size_t)(w - r->w);
 
+	if (w->watched && r->drv->ops->unwatch)
+		r->drv->ops->unwatch(r->drv, w->id);
 	free(w->id);
 	free(w->token);
 	free(w->address);
@@ -286,7 +295,7 @@ static void launch(struct rec *r, const struct row *row)
 			char *addr = r->drv->ops->agent_address(r->drv, row->id);
 			orc_log(ORC_LOG_INFO, "adopted a pending sandbox", "sandbox_id", row->id,
 				"handle", row->handle, NULL);
-			waiter_add(r, row, row->handle, addr);
+			waiter_add(r, row, row->handle, addr, 0);
 			free(addr);
 		} else {
 			fail_sandbox(r, row->id, "pending",
@@ -315,7 +324,7 @@ static void launch(struct rec *r, const struct row *row)
 		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
 		orc_log(ORC_LOG_DEBUG, "sandbox launched", "sandbox_id", sb.id, "handle", sb.handle,
 			"create_ms", ms, NULL);
-		waiter_add(r, row, sb.handle, sb.address);
+		waiter_add(r, row, sb.handle, sb.address, 1);
 	} else if (n == 0) {
 		/* Deleted meanwhile: its notification brings it back as 'deleting'. */
 		orc_log(ORC_LOG_INFO, "sandbox row changed during launch", "sandbox_id", sb.id, NULL);
@@ -547,6 +556,8 @@ static void health_round(struct rec *r)
 		err = orc_agent_call(&body, &status, &req);
 		orc_buf_release(&body);
 		if (err == 0 && status == 200) {
+			if (r->drv->ops->seal)
+				r->drv->ops->seal(r->drv, w->id);
 			snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
 			if (transition(r, w->id, "pending", "ready", NULL, w->handle, w->address) > 0)
 				orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
@@ -557,15 +568,35 @@ static void health_round(struct rec *r)
 		if (err == 0 && status == 401)
 			orc_log(ORC_LOG_WARN, "agent rejected the sandbox token", "sandbox_id", w->id, NULL);
 		if (!r->drv->ops->alive(r->drv, w->id, w->handle)) {
-			fail_sandbox(r, w->id, "pending", "sandbox process exited before it became ready",
-				     w->handle);
+			char *why = r->drv->ops->diagnose ? r->drv->ops->diagnose(r->drv, w->id) : NULL;
+			msg = xasprintf("sandbox process exited before it became ready%s%.200s",
+					why ? ": " : "", why ? why : "");
+			fail_sandbox(r, w->id, "pending", msg, w->handle);
+			free(msg);
+			free(why);
 			waiter_remove(r, w);
 			continue;
 		}
-		/* Most agents come up within a few hundred ms: look closely then. */
+		/* Just hinted (socket bound, maybe not yet listening) or no hints
+		 * and young: look again soon; otherwise fall back to slow polling. */
 		now = orc_mono_ms();
-		w->next_check_ms = now + (now - w->launched_ms < 300 ? 5 : r->cfg->health_interval_ms);
+		if (w->watched)
+			w->next_check_ms = now + (w->poked_ms && now - w->poked_ms < 100 ? 5 : FALLBACK_CHECK_MS);
+		else
+			w->next_check_ms = now + (now - w->launched_ms < 300 ? 5 : r->cfg->health_interval_ms);
 		i++;
+	}
+}
+
+/* The driver says id's agent may be up: check it now. */
+static void poke(const char *id, void *arg)
+{
+	struct rec *r = arg;
+	struct waiter *w = waiter_find(r, id);
+
+	if (w) {
+		w->poked_ms = orc_mono_ms();
+		w->next_check_ms = w->poked_ms;
 	}
 }
 
@@ -585,10 +616,10 @@ static int64_t next_wakeup(const struct rec *r)
 int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, PGconn *leader)
 {
 	struct rec r;
-	struct pollfd pfd[2];
+	struct pollfd pfd[3];
 	int64_t now, wake, last_connect = 0;
 	unsigned nfds;
-	int err = 0;
+	int err = 0, evfd;
 	size_t i;
 
 	memset(&r, 0, sizeof(r));
@@ -615,6 +646,8 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		} else if (r.db && r.notified.n) {
 			pass(&r, 0);
 		}
+		if (driver->ops->drain)
+			driver->ops->drain(driver, poke, &r);
 		if (r.db)
 			health_round(&r);
 		collect_notifies(&r);
@@ -625,6 +658,9 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		pfd[nfds++] = (struct pollfd){ PQsocket(leader), POLLIN, 0 };
 		if (r.db)
 			pfd[nfds++] = (struct pollfd){ PQsocket(r.db), POLLIN, 0 };
+		evfd = driver->ops->events_fd ? driver->ops->events_fd(driver) : -1;
+		if (evfd >= 0 && r.nw)
+			pfd[nfds++] = (struct pollfd){ evfd, POLLIN, 0 };
 		if (wake > now && ctl_wait(pfd, nfds, wake - now) > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if ((err = ctl_leader_check(leader, 0)) < 0)
 				break;
