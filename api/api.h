@@ -116,6 +116,7 @@ int api_root_get(struct api_req *r);                 /* service.c */
 int api_health_get(struct api_req *r);
 int api_ready_get(struct api_req *r);                /* resources.c */
 int api_resources_get(struct api_req *r);
+int api_stats_get(struct api_req *r);                /* stats.c */
 int api_sandbox_create(struct api_req *r);           /* sandbox_create.c */
 int api_sandbox_list(struct api_req *r);             /* sandboxes.c */
 int api_sandbox_get(struct api_req *r);

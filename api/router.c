@@ -31,6 +31,7 @@ static const struct api_route routes[] = {
 	{ "GET",    "/health",                   api_health_get,        ROUTE_PUBLIC },
 	{ "GET",    "/ready",                    api_ready_get,         ROUTE_PUBLIC },
 	{ "GET",    "/resources",                api_resources_get,     0 },
+	{ "GET",    "/stats",                    api_stats_get,         0 },
 	{ "POST",   "/sandboxes",                api_sandbox_create,    0 },
 	{ "GET",    "/sandboxes",                api_sandbox_list,      0 },
 	{ "GET",    "/sandboxes/{id}",           api_sandbox_get,       0 },
