@@ -29,6 +29,7 @@
 #include "leader.h"
 #include "local.h"
 #include "log.h"
+#include "prune.h"
 #include "pgpool.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -72,6 +73,7 @@ struct rec {
 	struct ctl_strv notified;
 	int overflow;            /* too many notifications: full sweep */
 	int64_t next_sweep_ms;
+	int64_t next_prune_ms;   /* retention (lib/prune.h), leader only */
 };
 
 /*
@@ -613,6 +615,37 @@ static int64_t next_wakeup(const struct rec *r)
 	return t;
 }
 
+/*
+ * Retention runs on the leader between passes, bounded per tick so the loop
+ * is never held for long; whatever is left is taken on the next tick.
+ */
+#define PRUNE_INTERVAL_MS (10 * 60 * 1000)
+#define PRUNE_FIRST_MS (60 * 1000)
+#define PRUNE_MAX_BATCHES 200
+
+static void prune_tick(struct rec *r, int64_t now)
+{
+	struct orc_prune_opts o = ORC_PRUNE_OPTS_INIT;
+	struct orc_prune_result res;
+	char sb[24], jobs[24], ev[24];
+
+	r->next_prune_ms = now + PRUNE_INTERVAL_MS;
+	if (orc_prune_opts_from_env(&o) < 0)
+		return;
+	o.max_batches = PRUNE_MAX_BATCHES;
+	if (orc_prune(&res, r->db, &o) < 0) {
+		orc_log(ORC_LOG_WARN, "retention pruning failed; retried on the next tick", NULL);
+		return;
+	}
+	if (!res.sandboxes && !res.jobs && !res.events)
+		return;
+	snprintf(sb, sizeof(sb), "%lld", (long long)res.sandboxes);
+	snprintf(jobs, sizeof(jobs), "%lld", (long long)res.jobs);
+	snprintf(ev, sizeof(ev), "%lld", (long long)res.events);
+	orc_log(ORC_LOG_INFO, "pruned old deleted sandboxes", "sandboxes", sb, "jobs", jobs,
+		"events", ev, "more", res.more ? "true" : "false", NULL);
+}
+
 int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, PGconn *leader)
 {
 	struct rec r;
@@ -626,6 +659,7 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 	r.cfg = cfg;
 	r.drv = driver;
 	r.leader = leader;
+	r.next_prune_ms = orc_mono_ms() + PRUNE_FIRST_MS;
 
 	while (!ctl_stopping) {
 		now = orc_mono_ms();
@@ -640,6 +674,8 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 				break;
 			r.next_sweep_ms = now + cfg->sweep_interval_ms;
 			pass(&r, 1);
+			if (now >= r.next_prune_ms)
+				prune_tick(&r, now);
 		} else if (r.db && r.overflow) {
 			r.next_sweep_ms = 0;
 			continue;
