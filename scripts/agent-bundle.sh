@@ -1,48 +1,73 @@
 #!/usr/bin/env bash
 # Build a self-contained orchard-agent: the binary, the dynamic loader and
-# every shared library it links (from ldd), so that it runs in any Linux
-# x86-64 image, including one without glibc (busybox, distroless, alpine).
+# every shared library it links (from ldd, plus glibc's libnss_files), so
+# that it runs in any Linux image of its architecture, including one without
+# glibc (busybox, distroless, alpine). The one bundling script: the tests,
+# docker/Dockerfile and the Kubernetes pod all use it.
 #
-#   scripts/agent-bundle.sh OUTDIR [--prefix DIR]
+#   scripts/agent-bundle.sh OUTDIR [--prefix DIR] [--patchelf]
 #
-# OUTDIR gets:
+# DIR is where OUTDIR is mounted or copied (read-only is fine) inside the
+# sandbox. Two forms:
+#
+# Default (loader form; DIR defaults to /run/orchard-agent). OUTDIR gets
 #   orchard-agent            the agent binary (unchanged)
 #   ld-linux-x86-64.so.2     the loader it was linked against
 #   lib/                     the libraries, by soname
-#   command                  the command line that starts it once OUTDIR is
-#                            mounted (read-only is fine) at DIR inside the
-#                            sandbox (default /run/orchard-agent):
+#   command                  the command line that starts it:
 #     DIR/ld-linux-x86-64.so.2 --inhibit-cache --library-path DIR/lib DIR/orchard-agent
 #   followed by the agent's own arguments (--listen ..., --token-file ...).
+#   The loader is run directly, so nothing in the image is used to start
+#   the agent (no shell, no /etc/ld.so.cache, no libc).
 #
-# The loader is run directly, so nothing in the image is used to start the
-# agent (no shell, no /etc/ld.so.cache, no libc) and nothing leaks into the
-# commands it runs: they are the image's programs with the image's
-# libraries (no LD_LIBRARY_PATH is set).
+# --patchelf (direct form, needs patchelf; the Kubernetes pod's, whose
+# command is /orchard/bin/orchard-agent: use --prefix /orchard). OUTDIR gets
+#   bin/orchard-agent        the binary, interpreter set to
+#                            DIR/lib/ld-linux-x86-64.so.2 and DT_RPATH to
+#                            $ORIGIN/../lib (RPATH, not RUNPATH, so the
+#                            libraries' own dependencies resolve there too)
+#   lib/                     the libraries and the loader
+#   command                  DIR/bin/orchard-agent
+#
+# Either way no LD_LIBRARY_PATH is set, so nothing leaks into the commands
+# the agent runs: they are the image's programs with the image's libraries.
 # ORCHARD_AGENT_BIN overrides the binary (default bin/orchard-agent).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 AGENT=${ORCHARD_AGENT_BIN:-$REPO/bin/orchard-agent}
 PREFIX=/run/orchard-agent
+PATCH=0
 OUT=
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--prefix) PREFIX=${2:?--prefix needs a directory}; shift 2 ;;
 	--prefix=*) PREFIX=${1#--prefix=}; shift ;;
-	-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--patchelf) PATCH=1; shift ;;
+	-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "agent-bundle: unknown option \"$1\"" >&2; exit 2 ;;
 	*) [ -z "$OUT" ] || { echo "agent-bundle: one OUTDIR only" >&2; exit 2; }; OUT=$1; shift ;;
 	esac
 done
-[ -n "$OUT" ] || { echo "usage: agent-bundle.sh OUTDIR [--prefix DIR]" >&2; exit 2; }
+[ -n "$OUT" ] || { echo "usage: agent-bundle.sh OUTDIR [--prefix DIR] [--patchelf]" >&2; exit 2; }
 [ -x "$AGENT" ] || { echo "agent-bundle: \"$AGENT\" is missing: run make bin/orchard-agent" >&2; exit 1; }
 case $PREFIX in /*) ;; *) echo "agent-bundle: --prefix must be absolute" >&2; exit 2 ;; esac
+if [ "$PATCH" = 1 ] && ! command -v patchelf >/dev/null; then
+	echo "agent-bundle: --patchelf needs patchelf (Debian package patchelf)" >&2
+	exit 1
+fi
 
-mkdir -p "$OUT/lib"
+# Layout: where the binary and the loader go, relative to OUTDIR.
+if [ "$PATCH" = 1 ]; then
+	bin_rel=bin/orchard-agent ld_dir=lib
+else
+	bin_rel=orchard-agent ld_dir=.
+fi
+
+mkdir -p "$OUT/lib" "$(dirname "$OUT/$bin_rel")"
 rm -f "$OUT"/lib/*
-install -m 0755 "$AGENT" "$OUT/orchard-agent"
+install -m 0755 "$AGENT" "$OUT/$bin_rel"
 
 loader=
 # ldd lines: "libx.so.1 => /usr/lib/.../libx.so.1 (0x...)" and the loader
@@ -58,13 +83,35 @@ while read -r first second third _; do
 	fi
 done < <(ldd "$AGENT")
 [ -n "$loader" ] || { echo "agent-bundle: no dynamic loader in ldd's output" >&2; exit 1; }
-install -m 0755 "$(readlink -f "$loader")" "$OUT/ld-linux-x86-64.so.2"
+ld_name=$(basename "$loader")
+ld_rel=$ld_dir/$ld_name
+ld_rel=${ld_rel#./}
+install -m 0755 "$(readlink -f "$loader")" "$OUT/$ld_rel"
 
-echo "$PREFIX/ld-linux-x86-64.so.2 --inhibit-cache --library-path $PREFIX/lib $PREFIX/orchard-agent" > "$OUT/command"
+# glibc loads NSS modules at run time (user and group lookups); ship the
+# file-based one so getpwuid works against the image's /etc/passwd.
+libc_dir=$(dirname "$(ldd "$AGENT" | awk '$1 == "libc.so.6" { print $3 }')")
+for f in "$libc_dir/libnss_files.so.2" /lib/x86_64-linux-gnu/libnss_files.so.2 \
+	/lib/aarch64-linux-gnu/libnss_files.so.2; do
+	if [ -e "$f" ]; then
+		install -m 0644 "$(readlink -f "$f")" "$OUT/lib/libnss_files.so.2"
+		break
+	fi
+done
 
-# Smoke test from where it was built.
-if ! "$OUT/ld-linux-x86-64.so.2" --inhibit-cache --library-path "$OUT/lib" "$OUT/orchard-agent" --version >/dev/null; then
+if [ "$PATCH" = 1 ]; then
+	patchelf --set-interpreter "$PREFIX/lib/$ld_name" \
+		--force-rpath --set-rpath '$ORIGIN/../lib' "$OUT/$bin_rel"
+	echo "$PREFIX/$bin_rel" > "$OUT/command"
+else
+	echo "$PREFIX/$ld_rel --inhibit-cache --library-path $PREFIX/lib $PREFIX/$bin_rel" > "$OUT/command"
+fi
+chmod -R a+rX "$OUT"
+
+# Smoke test from where it was built (through the loader: a patched
+# binary's interpreter only exists once the bundle is at PREFIX).
+if ! "$OUT/$ld_rel" --inhibit-cache --library-path "$OUT/lib" "$OUT/$bin_rel" --version >/dev/null; then
 	echo "agent-bundle: the bundled agent does not start" >&2
 	exit 1
 fi
-echo "agent-bundle: $OUT ($(ls "$OUT/lib" | wc -l) libraries, $(du -sh "$OUT" | cut -f1))"
+echo "agent-bundle: $OUT ($(ls "$OUT/lib" | wc -l) libraries, $(du -sh "$OUT" | cut -f1), patchelf=$PATCH, prefix=$PREFIX)"

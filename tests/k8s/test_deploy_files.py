@@ -50,6 +50,12 @@ def stages(path):
     return names
 
 
+def test_dockerfile_bundles_the_agent_with_the_one_script():
+    runs = " ".join(a for i, a in dockerfile_instructions(DOCKERFILE) if i == "RUN")
+    assert "scripts/agent-bundle.sh --patchelf --prefix /orchard /out/orchard" in runs
+    assert not os.path.exists(os.path.join(REPO, "docker", "bundle-agent.sh"))
+
+
 def test_dockerfile_stages_and_copy_sources_exist():
     seen = []
     targets = set(stages(DOCKERFILE))
@@ -141,10 +147,15 @@ def bundle(tmp_path_factory):
     if not shutil.which("patchelf"):
         pytest.skip("patchelf (Debian package) is not installed")
     out = tmp_path_factory.mktemp("bundle") / "orchard"
-    r = subprocess.run([os.path.join(REPO, "docker", "bundle-agent.sh"), AGENT, str(out)],
-                       capture_output=True, text=True, timeout=60)
+    # What docker/Dockerfile's build stage runs for the agent image.
+    r = subprocess.run([os.path.join(REPO, "scripts", "agent-bundle.sh"), "--patchelf",
+                        "--prefix", "/orchard", str(out)],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, ORCHARD_AGENT_BIN=AGENT))
     assert r.returncode == 0, r.stderr
-    assert "patched=1" in r.stdout
+    assert "patchelf=1" in r.stdout
+    # The pod's command (controller/k8s_pod.c, docs/kubernetes.md).
+    assert (out / "command").read_text().split() == ["/orchard/bin/orchard-agent"]
     return out
 
 
