@@ -17,6 +17,7 @@
 #include "cgroup.h"
 #include "driver.h"
 #include "local.h"
+#include "local_driver.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,39 +41,12 @@
 /* The watchdog fires this long after the TTL, so that a running controller
  * always gets there first and records why. */
 #define HARD_DEADLINE_GRACE_S 3
-#define SOCK_SUFFIX "/run/agent.sock"
-/* Short names for agent sockets whose real path is too long for a unix
- * socket address: <state>/.s/<16 hex> -> ../<id>/run/agent.sock. Not a
- * DNS label, so never taken for a sandbox. */
-#define LINK_DIR ".s"
-#define LINK_KEY_LEN 16
-#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 #define STATE_MARKER ".orchard-state"
 #define CGROUP_FILE_MAX 4096
-
-struct watch {
-	int wd;
-	char *id;
-};
-
-struct local {
-	int state_fd;
-	int ino_fd;                 /* inotify: agents' sockets appearing in run/ */
-	struct watch *watches;      /* per launched sandbox not yet ready */
-	size_t nwatches, awatches;
-	struct ctl_strv layout;
-	struct ctl_cgroups cg;
-	int seccomp_fd;             /* the compiled filter (memfd) */
-};
 
 static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 static char env_home[] = "HOME=/root";
 static char *const bwrap_env[] = { env_path, env_home, NULL };
-
-static struct local *L(struct ctl_driver *d)
-{
-	return d->priv;
-}
 
 /* Can uid/gid reach (x on every parent) and use (want bits) path? bwrap
  * runs as the sandbox uid, so it must be able to open its bind sources. */
@@ -262,85 +236,6 @@ static void local_release(struct ctl_driver *d)
 	d->priv = NULL;
 }
 
-/* 1 when <state>/<id>/run/agent.sock fits in sun_path. */
-static int direct_fits(const struct ctl_driver *d, const char *id)
-{
-	return strlen(d->cfg->state_dir) + 1 + strlen(id) + strlen(SOCK_SUFFIX) <= SUN_PATH_MAX;
-}
-
-/* The short link name of id: 64-bit FNV-1a in hex. A collision is
- * detected (the link exists and points elsewhere) and fails that launch. */
-static void link_key(char out[LINK_KEY_LEN + 1], const char *id)
-{
-	uint64_t h = 14695981039346656037ULL;
-
-	for (; *id; id++)
-		h = (h ^ (unsigned char)*id) * 1099511628211ULL;
-	snprintf(out, LINK_KEY_LEN + 1, "%016llx", (unsigned long long)h);
-}
-
-/*
- * unix:<state>/<id>/run/agent.sock, or when that does not fit in a unix
- * socket address (a long state dir), the short symlink to it: connect()
- * follows symlinks, and only the path given is limited to 107 bytes.
- */
-static char *local_agent_address(struct ctl_driver *d, const char *id)
-{
-	char key[LINK_KEY_LEN + 1];
-
-	if (direct_fits(d, id))
-		return xasprintf("unix:%s/%s%s", d->cfg->state_dir, id, SOCK_SUFFIX);
-	link_key(key, id);
-	return xasprintf("unix:%s/" LINK_DIR "/%s", d->cfg->state_dir, key);
-}
-
-/* Create (or find in place) <state>/.s/<key> -> ../<id>/run/agent.sock. */
-static int make_link(struct local *l, const char *id)
-{
-	char key[LINK_KEY_LEN + 1], have[256];
-	char *target = xasprintf("../%s%s", id, SOCK_SUFFIX);
-	int lfd = -1, err = 0;
-	ssize_t n;
-
-	link_key(key, id);
-	if ((mkdirat(l->state_fd, LINK_DIR, 0711) < 0 && errno != EEXIST) ||
-	    (lfd = openat(l->state_fd, LINK_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		err = ORC_ERROR;
-		goto done;
-	}
-	if (symlinkat(target, lfd, key) == 0)
-		goto done;
-	n = errno == EEXIST ? readlinkat(lfd, key, have, sizeof(have) - 1) : -1;
-	if (n < 0 || (size_t)n != strlen(target) || memcmp(have, target, (size_t)n)) {
-		orc_log(ORC_LOG_ERROR, "cannot create the short agent socket link", "sandbox_id", id,
-			"link", key, "error", n < 0 ? strerror(errno) : "taken by another sandbox", NULL);
-		err = ORC_ERROR;
-	}
-done:
-	if (lfd >= 0)
-		close(lfd);
-	free(target);
-	return err;
-}
-
-/* Remove id's short link, if it is id's. */
-static void remove_link(struct local *l, const char *id)
-{
-	char key[LINK_KEY_LEN + 1], have[256];
-	char *target = xasprintf("../%s%s", id, SOCK_SUFFIX);
-	int lfd = openat(l->state_fd, LINK_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	ssize_t n;
-
-	link_key(key, id);
-	if (lfd >= 0) {
-		n = readlinkat(lfd, key, have, sizeof(have) - 1);
-		if (n >= 0 && (size_t)n == strlen(target) && !memcmp(have, target, (size_t)n))
-			unlinkat(lfd, key, 0);
-		close(lfd);
-	}
-	free(target);
-}
-
 /* The handle recorded in <id>/handle, if any. */
 static int read_handle_file(struct ctl_proc_id *out, struct local *l, const char *id)
 {
@@ -490,113 +385,6 @@ static void scan_kill_fn(const char *id, pid_t pid, void *arg)
 	ctl_proc_id_kill(&p, KILL_TIMEOUT_MS);
 }
 
-/* ---- readiness: the agent's socket appearing in <id>/run/ ---------------- */
-
-static void watch_run_dir(struct local *l, const char *state_dir, const char *id)
-{
-	char *path;
-	int wd;
-
-	if (l->ino_fd < 0)
-		return;
-	path = xasprintf("%s/%s/run", state_dir, id);
-	wd = inotify_add_watch(l->ino_fd, path, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
-	free(path);
-	if (wd < 0)
-		return;   /* e.g. out of watches: polling finds it */
-	if (l->nwatches == l->awatches) {
-		l->awatches = l->awatches ? orc_mul_size(l->awatches, 2) : 16;
-		l->watches = xrealloc(l->watches, orc_mul_size(l->awatches, sizeof(*l->watches)));
-	}
-	l->watches[l->nwatches].wd = wd;
-	l->watches[l->nwatches].id = xstrdup(id);
-	l->nwatches++;
-}
-
-static void unwatch_at(struct local *l, size_t i, int rm)
-{
-	if (rm)
-		inotify_rm_watch(l->ino_fd, l->watches[i].wd);
-	free(l->watches[i].id);
-	l->watches[i] = l->watches[--l->nwatches];
-}
-
-static void local_unwatch(struct ctl_driver *d, const char *id)
-{
-	struct local *l = L(d);
-	size_t i;
-
-	for (i = 0; i < l->nwatches; i++) {
-		if (!strcmp(l->watches[i].id, id)) {
-			unwatch_at(l, i, 1);
-			return;
-		}
-	}
-}
-
-/*
- * The agent is up: make run/ root's (0711). From now on nothing in the
- * sandbox can replace agent.sock with a symlink to some other socket on
- * the host, which the API (following the path as root) would connect to.
- * Only possible when we are root and the sandbox is not.
- */
-static void local_seal(struct ctl_driver *d, const char *id)
-{
-	int dfd;
-
-	if (!d->cfg->drop_privileges || d->cfg->sandbox_uid == 0)
-		return;
-	dfd = openat(L(d)->state_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	if (fchownat(dfd, "run", 0, 0, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(dfd, "run", 0711, 0) < 0)
-		orc_log(ORC_LOG_WARN, "sealing the agent's run dir failed", "sandbox_id", id,
-			"error", strerror(errno), NULL);
-	close(dfd);
-}
-
-static int local_events_fd(struct ctl_driver *d)
-{
-	return L(d)->ino_fd;
-}
-
-static void local_drain(struct ctl_driver *d, ctl_ready_fn fn, void *arg)
-{
-	struct local *l = L(d);
-	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
-	const struct inotify_event *ev;
-	ssize_t n;
-	size_t i;
-	char *p;
-
-	if (l->ino_fd < 0)
-		return;
-	for (;;) {
-		n = read(l->ino_fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		for (p = buf; p < buf + n; p += sizeof(*ev) + ev->len) {
-			ev = (const struct inotify_event *)p;
-			if (ev->mask & IN_Q_OVERFLOW) {
-				for (i = 0; i < l->nwatches; i++)
-					fn(l->watches[i].id, arg);
-				continue;
-			}
-			for (i = 0; i < l->nwatches; i++) {
-				if (l->watches[i].wd != ev->wd)
-					continue;
-				if (ev->mask & IN_IGNORED)
-					unwatch_at(l, i, 0);   /* the dir is gone */
-				else if (ev->len && !strcmp(ev->name, "agent.sock"))
-					fn(l->watches[i].id, arg);
-				break;
-			}
-		}
-	}
-}
-
 /* The cgroup dirs recorded in <id>/cgroup, plus where they would be now. */
 static void sandbox_cgroups(struct ctl_strv *out, struct local *l, const char *id)
 {
@@ -664,7 +452,7 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 	if (remove_cgroups(L(d), id) < 0)
 		return ORC_ERROR;
 	ctl_cgroups_tidy(&L(d)->cg);
-	remove_link(L(d), id);
+	local_remove_link(L(d), id);
 	if (ctl_rmtree_at(L(d)->state_fd, id) < 0) {
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
@@ -697,7 +485,7 @@ static int check_request(struct ctl_driver *d, struct ctl_sandbox *sb)
 				      "orchard-admin image import)", sb->image);
 		return ORC_EINVALID;
 	}
-	if (!direct_fits(d, sb->id) &&
+	if (!local_direct_fits(d, sb->id) &&
 	    strlen(d->cfg->state_dir) + strlen("/" LINK_DIR "/") + LINK_KEY_LEN > max_path) {
 		sb->error = xasprintf("the agent socket path under state dir \"%s\" is longer than "
 				      "a unix socket address allows; use a shorter ORCHARD_STATE_DIR",
@@ -768,7 +556,7 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		sb->error = xstrdup("could not prepare the sandbox directory on the host");
 		goto fail;
 	}
-	if (!direct_fits(d, sb->id) && (err = make_link(L(d), sb->id)) < 0) {
+	if (!local_direct_fits(d, sb->id) && (err = local_make_link(L(d), sb->id)) < 0) {
 		sb->error = xstrdup("could not create the agent socket's short link on the host");
 		goto fail;
 	}
@@ -798,7 +586,7 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		d->cfg->sandbox_uid, d->cfg->sandbox_gid,
 		procs.n ? procs.v : NULL, scfd,
 	};
-	watch_run_dir(L(d), d->cfg->state_dir, sb->id);
+	local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);
 	if ((err = ctl_spawn_detached(&watchdog, &sp)) < 0) {
 		why = local_diagnose(d, sb->id);
 		sb->error = xasprintf("launching bubblewrap failed%s%s", why ? ": " : "", why ? why : "");

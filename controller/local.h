@@ -3,10 +3,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
+
+#include "driver.h"
 /*
  * Internals of the local driver (driver_local.c): the bubblewrap command
- * line, launching a process that outlives the controller, /proc lookups
- * and safe removal of a sandbox's host directory.
+ * line, launching a process that outlives the controller, /proc lookups,
+ * safe removal of a sandbox's host directory, readiness hints and the
+ * agent's socket. The driver's own state is in local_driver.h.
  */
 
 /* A NULL-terminated, heap-allocated string vector. */
@@ -119,4 +123,35 @@ int ctl_seccomp_open(int filter_fd);
  * inside). ENOENT counts as success.
  */
 int ctl_rmtree_at(int parent_fd, const char *name);
+
+/* ---- local_ready.c ---------------------------------------------------- */
+
+struct local;
+
+/* Watch <state_dir>/<id>/run for the agent's socket (no-op without inotify). */
+void local_watch_run_dir(struct local *l, const char *state_dir, const char *id);
+/* The driver's events_fd, drain and unwatch operations (driver.h). */
+int local_events_fd(struct ctl_driver *d);
+void local_drain(struct ctl_driver *d, ctl_ready_fn fn, void *arg);
+void local_unwatch(struct ctl_driver *d, const char *id);
+
+/* ---- local_socket.c --------------------------------------------------- */
+
+/* Short names for agent sockets whose real path is too long for a unix
+ * socket address: <state>/.s/<16 hex> -> ../<id>/run/agent.sock. Not a
+ * DNS label, so never taken for a sandbox. */
+#define LINK_DIR ".s"
+#define LINK_KEY_LEN 16
+#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+/* 1 when <state>/<id>/run/agent.sock fits in sun_path. */
+int local_direct_fits(const struct ctl_driver *d, const char *id);
+/* The driver's agent_address operation (driver.h). */
+char *local_agent_address(struct ctl_driver *d, const char *id);
+/* Create (or find in place) <state>/.s/<key> -> ../<id>/run/agent.sock. */
+int local_make_link(struct local *l, const char *id);
+/* Remove id's short link, if it is id's. */
+void local_remove_link(struct local *l, const char *id);
+/* The driver's seal operation (driver.h): make <id>/run root's. */
+void local_seal(struct ctl_driver *d, const char *id);
 #endif

@@ -1,0 +1,33 @@
+#ifndef CTL_LOCAL_DRIVER_H
+#define CTL_LOCAL_DRIVER_H
+#include <stddef.h>
+
+#include "cgroup.h"
+#include "driver.h"
+#include "local.h"
+/*
+ * The local driver's state (ctl_driver.priv), shared by driver_local.c,
+ * local_ready.c and local_socket.c. Not in local.h because it holds a
+ * struct ctl_cgroups, and cgroup.h includes local.h.
+ */
+
+struct watch {
+	int wd;
+	char *id;
+};
+
+struct local {
+	int state_fd;
+	int ino_fd;                 /* inotify: agents' sockets appearing in run/ */
+	struct watch *watches;      /* per launched sandbox not yet ready */
+	size_t nwatches, awatches;
+	struct ctl_strv layout;
+	struct ctl_cgroups cg;
+	int seccomp_fd;             /* the compiled filter (memfd) */
+};
+
+static inline struct local *L(struct ctl_driver *d)
+{
+	return d->priv;
+}
+#endif
