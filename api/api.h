@@ -27,6 +27,7 @@ struct api_server {
 	int threads;
 	int workers;
 	int64_t raw_max;              /* raw uploads (files/raw, archive): ORCHARD_API_RAW_MAX */
+	const char *driver;           /* sandboxes.driver of new rows: ORCHARD_DRIVER (local) */
 };
 extern struct api_server api_server;
 

@@ -204,6 +204,14 @@ int main(int argc, char **argv)
 	api_server.threads = env_int("ORCHARD_API_THREADS", 32, 1, 4096);
 	api_server.workers = env_int("ORCHARD_API_WORKERS", 4, 1, 256);
 	api_server.raw_max = env_i64("ORCHARD_API_RAW_MAX", (int64_t)1 << 30, 1, (int64_t)1 << 42);
+	api_server.driver = getenv("ORCHARD_DRIVER");
+	if (!api_server.driver || !*api_server.driver)
+		api_server.driver = "local";
+	if (strcmp(api_server.driver, "local") && strcmp(api_server.driver, "kubernetes")) {
+		orc_log(ORC_LOG_ERROR, "ORCHARD_DRIVER must be local or kubernetes", "driver",
+			api_server.driver, NULL);
+		return 2;
+	}
 	api_server.conninfo = xstrdup(dburl);
 	if (gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "unknown");

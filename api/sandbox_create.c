@@ -189,7 +189,7 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	PGresult *res = NULL;
 	char tenant[24], cpu_m[24], mem_b[24], timeout[24], ttl[24], idle[24], token[65];
 	char *data = event_data(c), *sql;
-	const char *params[19];
+	const char *params[20];
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
@@ -218,12 +218,13 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	params[16] = c->idempotency_key;
 	params[17] = data;
 	params[18] = r->request_id;
+	params[19] = api_server.driver;
 	sql = xasprintf(
 		"WITH s AS (INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis,"
 		" memory_bytes, block_network, labels, env, workdir, timeout_seconds, ttl_seconds,"
-		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key)"
+		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key, driver)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11, $12, $13, $14,"
-		" $15, $16::bigint, $17) RETURNING *),"
+		" $15, $16::bigint, $17, $20) RETURNING *),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
 		" SELECT s.id, s.tenant_id, 'sandbox.create', $18::jsonb, $16::bigint, nullif($19, '')"
 		" FROM s)"
@@ -232,7 +233,7 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
 	if ((err = api_quota_check(db, r->tenant_id, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
-	    (err = orc_pg_query(&res, db, sql, 19, params)) < 0 ||
+	    (err = orc_pg_query(&res, db, sql, 20, params)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
 		PQclear(res);
