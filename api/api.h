@@ -279,6 +279,8 @@ const char *api_agent_message(const char *body, size_t len, char *buf, size_t bu
 int api_agent_status_err(long status);
 /* Reply with the agent's error status and message mapped to ours. */
 int api_reply_agent_error(struct api_req *r, long status, const struct orc_buf *body);
+/* Pass the agent's 200 answer through as ours; any other status as above. */
+int api_reply_agent(struct api_req *r, long status, const struct orc_buf *body);
 /*
  * Record one event of kind on r->id (with the caller's key and request id)
  * and touch the sandbox's last_activity_at, in one statement. data is

@@ -104,10 +104,7 @@ static int pass_through(struct api_req *r, const char *method, const char *path,
 	orc_buf_init(&out, max);
 	if ((err = api_agent_json(&out, &status, r, &a, method, path, NULL, 0, FILES_TIMEOUT_MS)) < 0)
 		goto done;
-	if (status != 200)
-		err = api_reply_agent_error(r, status, &out);
-	else
-		api_req_write(r, 200, NULL, orc_buf_cstr(&out), out.len);
+	err = api_reply_agent(r, status, &out);
 done:
 	orc_buf_release(&out);
 	return err;
@@ -341,10 +338,7 @@ static int change(struct api_req *r, const char *kind, json_object *d, const cha
 		json_object_object_add(d, "path", json_object_get(v));
 	if ((err = record(r, kind, json_object_get(d), status, &out)) < 0)
 		goto done;
-	if (status != 200)
-		err = api_reply_agent_error(r, status, &out);
-	else
-		api_req_write(r, 200, NULL, orc_buf_cstr(&out), out.len);
+	err = api_reply_agent(r, status, &out);
 done:
 	orc_buf_release(&out);
 	return err;

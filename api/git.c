@@ -173,10 +173,7 @@ int api_git_diff(struct api_req *r)
 	orc_buf_init(&out, DIFF_MAX);
 	if ((err = api_agent_json(&out, &status, r, &a, "GET", path, NULL, 0, GIT_TIMEOUT_MS)) < 0)
 		goto done;
-	if (status != 200)
-		err = api_reply_agent_error(r, status, &out);
-	else
-		api_req_write(r, 200, NULL, orc_buf_cstr(&out), out.len);
+	err = api_reply_agent(r, status, &out);
 done:
 	orc_buf_release(&out);
 	return err;
@@ -228,10 +225,7 @@ int api_git_reset(struct api_req *r)
 				      r->id);
 		goto done;
 	}
-	if (status != 200)
-		err = api_reply_agent_error(r, status, &out);
-	else
-		api_req_write(r, 200, NULL, orc_buf_cstr(&out), out.len);
+	err = api_reply_agent(r, status, &out);
 done:
 	orc_buf_release(&out);
 	return err;

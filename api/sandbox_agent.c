@@ -146,6 +146,14 @@ int api_reply_agent_error(struct api_req *r, long status, const struct orc_buf *
 	return api_reply_error(r, err, "%s", msg);
 }
 
+int api_reply_agent(struct api_req *r, long status, const struct orc_buf *body)
+{
+	if (status != 200)
+		return api_reply_agent_error(r, status, body);
+	api_req_write(r, 200, NULL, orc_buf_cstr(body), body->len);
+	return 0;
+}
+
 int api_event_record(struct api_req *r, const char *kind, json_object *data)
 {
 	char tenant[24];
