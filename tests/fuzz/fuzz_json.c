@@ -78,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	depth = nesting(o);
 	FUZZ_ASSERT(depth <= ORC_JSON_MAX_DEPTH);
-	FUZZ_ASSERT(orc_json_check(text, size, depth, NULL, 0) == 0);
+	/* The text nests at least as deep as the value (it may nest deeper:
+	 * with a duplicate key json-c keeps the last value). */
 	if (depth > 0)
 		FUZZ_ASSERT(orc_json_check(text, size, depth - 1, NULL, 0) == ORC_EINVALID);
 
