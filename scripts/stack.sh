@@ -328,6 +328,12 @@ render_nginx() {
 	mv "$out.tmp" "$out"
 }
 
+# One checksum over everything the running nginx has read.
+nginx_inputs_sum() {
+	cat "$NGX"/orchard.conf "$NGX"/fastcgi_*.conf "$TLS/server.crt" "$TLS/server.key" |
+		sha256sum | cut -d' ' -f1
+}
+
 nginx_cmd() {
 	"$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" -e "$LOG/nginx-error.log" "$@"
 }
@@ -340,13 +346,22 @@ nginx_start() {
 		printf '%s\n' "$out" | tee -a "$LOG/nginx-error.log" >&2
 		die "nginx rejected $NGX/orchard.conf"
 	}
-	local pid
+	local pid sum
+	sum=$(nginx_inputs_sum)
 	if pid=$(pid_alive nginx); then
-		# Pick up a changed config (port, paths) without a restart.
-		say "nginx already running (pid $pid); reloading its config"
+		# A reload makes the old workers drop every idle keep-alive
+		# connection, which a client may be reusing that very moment: only
+		# reload when what nginx reads has changed (port, paths, TLS files).
+		if [ "$sum" = "$(cat "$NGX/loaded.sum" 2>/dev/null)" ]; then
+			say "nginx already running (pid $pid), config unchanged"
+			return 0
+		fi
+		say "nginx already running (pid $pid); reloading its changed config"
 		kill -HUP "$pid"
+		printf '%s\n' "$sum" >"$NGX/loaded.sum"
 		return 0
 	fi
+	printf '%s\n' "$sum" >"$NGX/loaded.sum"
 	say "starting nginx on https://127.0.0.1:$PORT"
 	# nginx writes nginx.pid itself; with daemon off it is the pid we start.
 	start_bg nginx "$LOG/nginx-error.log" "$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" \

@@ -3,8 +3,11 @@ orchard-controller and real bubblewrap sandboxes, started by
 scripts/stack.sh (see conftest.py). Contracts: docs/architecture.md,
 ../shared/reference/orchard-api.md, issue 2.
 """
+import http.client
 import json
+import os
 import re
+import ssl
 import uuid
 
 import pytest
@@ -55,6 +58,35 @@ def test_root_and_health_need_no_key(stack):
         assert r.status_code == 200, r.text
         assert r.json()["status"] == "healthy"
         assert re.fullmatch(r"[0-9a-f]{32}", r.headers["X-Request-ID"])
+
+
+def nginx_workers(stack):
+    with open(os.path.join(stack.run_dir, "nginx.pid")) as f:
+        master = int(f.read().split()[0])
+    with open("/proc/%d/task/%d/children" % (master, master)) as f:
+        return sorted(int(p) for p in f.read().split())
+
+
+def test_up_again_keeps_nginx_and_its_keepalive_connections(stack):
+    """`make up` on a running stack must not reload an unchanged nginx: a
+    reload drops every idle keep-alive connection, and a client reusing one
+    at that moment sees the server hang up without an answer."""
+    ctx = ssl.create_default_context(cafile=stack.cacert)
+    conn = http.client.HTTPSConnection("127.0.0.1", stack.port, context=ctx, timeout=30)
+    try:
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        assert r.status == 200 and r.read()
+        sock = conn.sock
+        workers = nginx_workers(stack)
+        stack.up()
+        assert nginx_workers(stack) == workers
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["status"] == "healthy"
+        assert conn.sock is sock  # the same connection answered
+    finally:
+        conn.close()
 
 
 # ---- the lifecycle ---------------------------------------------------------
