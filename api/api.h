@@ -136,6 +136,7 @@ int api_tenant_create(struct api_req *r);
 int api_tenant_patch(struct api_req *r);
 int api_key_list(struct api_req *r);                 /* keys.c (admin) */
 int api_key_revoke(struct api_req *r);
+int api_key_create(struct api_req *r);
 int api_files_upload(struct api_req *r);             /* files.c (base64 JSON) */
 int api_files_download(struct api_req *r);
 int api_files_list(struct api_req *r);

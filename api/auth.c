@@ -3,8 +3,7 @@
  * with the tenant, key and role in X-Orchard-* headers, 401 without a key,
  * 403 for a malformed, unknown, wrong or revoked key.
  *
- * Keys are "orch_<key_id>_<secret>": key_id 12 and secret 40 lowercase hex
- * characters (orchard-admin makes them). The database holds an argon2id hash
+ * Keys are "orch_<key_id>_<secret>" (lib/apikey.h). The database holds an argon2id hash
  * of the secret, looked up by key_id. Verified (and rejected) keys are cached
  * for CACHE_TTL_MS, keyed by SHA-256 of the full key and compared in constant
  * time, so argon2 is paid once per key per minute, not per request. A
@@ -19,14 +18,10 @@
 #include <strings.h>
 
 #include "api.h"
+#include "apikey.h"
 #include "err.h"
 #include "log.h"
 #include "strutil.h"
-
-#define KEY_PREFIX "orch_"
-#define KEY_ID_LEN 12
-#define SECRET_LEN 40
-#define KEY_LEN (sizeof(KEY_PREFIX) - 1 + KEY_ID_LEN + 1 + SECRET_LEN)
 
 #define CACHE_SETS 512
 #define CACHE_WAYS 4
@@ -39,7 +34,7 @@ struct key_entry {
 	int used;
 	int valid;                       /* 0: a cached rejection */
 	unsigned char digest[SHA256_DIGEST_LENGTH];
-	char key_id[KEY_ID_LEN + 1];
+	char key_id[ORC_KEY_ID_LEN + 1];
 	char id[24];                     /* api_keys.id */
 	char tenant[24];
 	char role[8];
@@ -58,31 +53,6 @@ static struct {
 void api_auth_init(void)
 {
 	sem_init(&C.verify_slots, 0, VERIFY_CONCURRENCY);
-}
-
-static int is_lower_hex(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
-/* Split a well-formed key; 0 or ORC_EINVALID. */
-static int key_parse(const char *key, char key_id[KEY_ID_LEN + 1], const char **secret)
-{
-	const char *p = key + sizeof(KEY_PREFIX) - 1;
-
-	if (strlen(key) != KEY_LEN || strncmp(key, KEY_PREFIX, sizeof(KEY_PREFIX) - 1) ||
-	    !is_lower_hex(p, KEY_ID_LEN) || p[KEY_ID_LEN] != '_' ||
-	    !is_lower_hex(p + KEY_ID_LEN + 1, SECRET_LEN))
-		return ORC_EINVALID;
-	memcpy(key_id, p, KEY_ID_LEN);
-	key_id[KEY_ID_LEN] = '\0';
-	*secret = p + KEY_ID_LEN + 1;
-	return 0;
 }
 
 static void touch_locked(struct key_entry *e, int64_t now)
@@ -215,7 +185,7 @@ static int key_verify(struct key_entry *e, const char *key_id, const char *secre
 		goto done;
 	revoked = !strcmp(PQgetvalue(res, 0, 4), "t");
 	hash = PQgetvalue(res, 0, 3);
-	if (revoked || argon2id_verify(hash, secret, SECRET_LEN) != ARGON2_OK)
+	if (revoked || argon2id_verify(hash, secret, ORC_KEY_SECRET_LEN) != ARGON2_OK)
 		goto done;
 	e->valid = 1;
 	snprintf(e->id, sizeof(e->id), "%s", PQgetvalue(res, 0, 0));
@@ -252,7 +222,7 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 {
 	struct key_entry e;
 	const char *secret;
-	char key_id[KEY_ID_LEN + 1];
+	char key_id[ORC_KEY_ID_LEN + 1];
 	unsigned char digest[SHA256_DIGEST_LENGTH];
 	uint64_t gen;
 	int err;
@@ -260,9 +230,9 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 	if (!key)
 		return api_reply_error(r, ORC_EUNAUTH,
 				       "missing API key; send X-API-Key or Authorization: Bearer");
-	if (key_parse(key, key_id, &secret) < 0)
+	if (orc_key_parse(key_id, &secret, key) < 0)
 		return api_reply_error(r, ORC_EFORBIDDEN, "invalid API key");
-	SHA256((const unsigned char *)key, KEY_LEN, digest);
+	SHA256((const unsigned char *)key, ORC_KEY_LEN, digest);
 	if (!cache_get(&e, digest)) {
 		gen = api_notify_key_gen();
 		sem_wait(&C.verify_slots);

@@ -3,23 +3,23 @@
  * others):
  *
  *   GET    /keys[?tenant=NAME]   every key (never a secret or its hash)
+ *   POST   /keys                 {"tenant", "role"?, "name"?}: a new key,
+ *                                201 with the whole key shown this once
  *   DELETE /keys/{id}            revoke; {id} is the numeric id or the
  *                                12-character key id. Revoking again
  *                                changes nothing and answers the same.
  *
  * A revocation reaches every api replica's key cache at once through the
  * orchard_key notification (auth.c).
- *
- * Creating keys over the API waits for the key generator to move from
- * cli/admin/keygen.c into lib/ (one implementation of the key format and
- * its argon2id parameters); until then `orchard-admin key create` does it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "apikey.h"
 #include "err.h"
+#include "json.h"
 #include "strutil.h"
 
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
@@ -94,19 +94,6 @@ int api_key_list(struct api_req *r)
 	return api_reply_json(r, 200, o);
 }
 
-/* The public middle part of a key: 12 lowercase hex characters. */
-static int is_key_id(const char *s)
-{
-	size_t i;
-
-	if (strlen(s) != 12)
-		return 0;
-	for (i = 0; i < 12; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
 int api_key_revoke(struct api_req *r)
 {
 	char num[24];
@@ -117,7 +104,7 @@ int api_key_revoke(struct api_req *r)
 	int err;
 
 	/* exactly one of key_id and id, so one request revokes one key */
-	if (is_key_id(r->id)) {
+	if (orc_key_id_valid(r->id)) {
 		params[0] = r->id;
 	} else if (orc_parse_i64(&n, r->id, 1, INT64_MAX) == 0) {
 		snprintf(num, sizeof(num), "%lld", (long long)n);
@@ -139,4 +126,91 @@ int api_key_revoke(struct api_req *r)
 	if (PQntuples(res) != 1)
 		return api_reply_error(r, ORC_ENOTFOUND, "key %s not found", r->id);
 	return api_reply_json(r, 200, api_own_json(r, key_view(res, 0)));
+}
+
+/* The fields of a key-create body, validated; 0 or an error reply. */
+static int parse_key_create(struct api_req *r, json_object *body, const char **tenant,
+			    const char **role, const char **name)
+{
+	static const char *const fields[] = { "tenant", "role", "name", NULL };
+	char msg[256];
+	size_t i;
+	int err;
+
+	json_object_object_foreach(body, k, v) {
+		int known = 0;
+		(void)v;
+		for (i = 0; fields[i]; i++)
+			known |= !strcmp(k, fields[i]);
+		if (!known)
+			return api_reply_error(r, ORC_EINVALID, "unknown field '%.64s' (fields: tenant, "
+					       "role, name)", k);
+	}
+	if ((err = orc_json_get_str(body, "tenant", tenant, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (err == 1)
+		return api_reply_error(r, ORC_EINVALID, "field 'tenant' is required");
+	if (!orc_is_dns_label(*tenant))
+		return api_reply_error(r, ORC_EINVALID, "field 'tenant' must be a tenant name (a DNS label)");
+	if ((err = orc_json_get_str(body, "role", role, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (err == 1)
+		*role = "user";
+	if (strcmp(*role, "user") && strcmp(*role, "admin"))
+		return api_reply_error(r, ORC_EINVALID, "field 'role' must be \"user\" or \"admin\"");
+	if ((err = orc_json_get_str(body, "name", name, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (err == 1)
+		*name = NULL;
+	if (*name && !orc_key_name_valid(*name))
+		return api_reply_error(r, ORC_EINVALID, "field 'name' must be at most %d bytes of text "
+				       "without control characters", ORC_KEY_NAME_MAX);
+	return 0;
+}
+
+int api_key_create(struct api_req *r)
+{
+	const char *tenant, *role, *name, *params[5];
+	struct orc_key key;
+	json_object *body, *view;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err = ORC_ERROR, tries;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	if ((err = parse_key_create(r, body, &tenant, &role, &name)) < 0)
+		return err;
+	memset(&key, 0, sizeof(key));
+	for (tries = 0; tries < ORC_KEY_CREATE_TRIES; tries++) {
+		if ((err = orc_key_generate(&key)) < 0)
+			break;
+		params[0] = tenant;
+		params[1] = key.key_id;
+		params[2] = key.hash;
+		params[3] = role;
+		params[4] = name;
+		if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+			break;
+		err = orc_pg_query(&res, db,
+			"WITH k AS (INSERT INTO api_keys (tenant_id, key_id, secret_hash, role, name)"
+			" SELECT id, $2, $3, $4, $5 FROM tenants WHERE name = $1 RETURNING *)"
+			" SELECT " KEY_COLS " FROM k JOIN tenants t ON t.id = k.tenant_id", 5, params);
+		orc_pg_pool_release(&api_server.db, db);
+		if (err != ORC_ECONFLICT)
+			break;
+	}
+	if (err < 0) {
+		orc_key_wipe(&key);
+		return api_reply_error(r, err, "cannot create a key for tenant \"%s\"", tenant);
+	}
+	api_own_pg(r, res);
+	if (PQntuples(res) != 1) {
+		orc_key_wipe(&key);
+		return api_reply_error(r, ORC_ENOTFOUND, "tenant \"%s\" not found", tenant);
+	}
+	view = api_own_json(r, key_view(res, 0));
+	json_object_object_add(view, "key", json_object_new_string(key.full));
+	orc_key_wipe(&key);
+	return api_reply_json(r, 201, view);
 }

@@ -49,6 +49,7 @@ static const struct api_route routes[] = {
 	{ "POST",   "/tenants",                  api_tenant_create,     ROUTE_ADMIN },
 	{ "PATCH",  "/tenants/{id}",             api_tenant_patch,      ROUTE_ADMIN },
 	{ "GET",    "/keys",                     api_key_list,          ROUTE_ADMIN },
+	{ "POST",   "/keys",                     api_key_create,        ROUTE_ADMIN },
 	{ "DELETE", "/keys/{id}",                api_key_revoke,        ROUTE_ADMIN },
 	{ "POST",   "/sandboxes/{id}/files",     api_files_upload,      0 },
 	{ "GET",    "/sandboxes/{id}/files",     api_files_download,    0 },

@@ -63,15 +63,4 @@ extern const char key_usage[];
 extern const char stats_usage[];
 extern const char prune_usage[];
 
-/* Key material (keygen.c). */
-#define ADMIN_KEY_PREFIX "orch"
-#define ADMIN_KEY_ID_BYTES 6
-#define ADMIN_KEY_SECRET_BYTES 20
-/*
- * A fresh key: key_id (12 hex + NUL), secret (40 hex + NUL) and the argon2id
- * encoded hash of the secret (t=2, m=19456 KiB, p=1, 16-byte salt, 32-byte
- * hash) in hash (caller's buffer of hashlen bytes).
- */
-int admin_key_generate(char *key_id, char *secret, char *hash, size_t hashlen);
-#define ADMIN_HASH_MAX 256
 #endif

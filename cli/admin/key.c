@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "apikey.h"
 #include "err.h"
 #include "strutil.h"
 
-#define KEY_NAME_MAX 200
-#define KEY_CREATE_TRIES 3
 
 static const char key_create_usage[] =
 	"usage: orchard-admin key create --tenant NAME [--admin] [--name LABEL] [--create-tenant]\n"
@@ -58,18 +57,6 @@ const char key_usage[] =
 	"  orchard-admin key list --tenant research\n"
 	"  orchard-admin key revoke 3f2a9c01b7de\n";
 
-static int label_valid(const char *s)
-{
-	size_t i, n = strlen(s);
-
-	if (n > KEY_NAME_MAX || !orc_utf8_valid(s, n))
-		return 0;
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-			return 0;
-	return 1;
-}
-
 static int ensure_tenant(struct admin_ctx *ctx, const char *tenant)
 {
 	const char *params[1] = { tenant };
@@ -91,8 +78,7 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 		{ "create-tenant", no_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char key_id[2 * ADMIN_KEY_ID_BYTES + 1], secret[2 * ADMIN_KEY_SECRET_BYTES + 1];
-	char hash[ADMIN_HASH_MAX];
+	struct orc_key key;
 	const char *tenant = NULL, *label = NULL, *role = "user";
 	const char *params[5];
 	PGresult *res = NULL;
@@ -117,9 +103,9 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 		admin_error("invalid tenant name \"%s\"", tenant);
 		return ADMIN_FAIL;
 	}
-	if (label && !label_valid(label)) {
+	if (label && !orc_key_name_valid(label)) {
 		admin_error("invalid --name: at most %d characters of UTF-8 text without control characters",
-			    KEY_NAME_MAX);
+			    ORC_KEY_NAME_MAX);
 		return ADMIN_FAIL;
 	}
 	if (admin_connect(ctx) < 0)
@@ -127,12 +113,14 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 	if (create_tenant && ensure_tenant(ctx, tenant) < 0)
 		return ADMIN_FAIL;
 	/* A key id collision (48 random bits) is unlikely; retry it anyway. */
-	for (tries = 0; tries < KEY_CREATE_TRIES; tries++) {
-		if (admin_key_generate(key_id, secret, hash, sizeof(hash)) < 0)
+	for (tries = 0; tries < ORC_KEY_CREATE_TRIES; tries++) {
+		if (orc_key_generate(&key) < 0) {
+			admin_error("argon2id hashing failed");
 			goto done;
+		}
 		params[0] = tenant;
-		params[1] = key_id;
-		params[2] = hash;
+		params[1] = key.key_id;
+		params[2] = key.hash;
 		params[3] = role;
 		params[4] = label;
 		err = admin_query(&res, ctx,
@@ -151,17 +139,17 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 			    " or pass --create-tenant)", tenant, tenant);
 		goto done;
 	}
-	printf("%s_%s_%s\n", ADMIN_KEY_PREFIX, key_id, secret);
+	printf("%s\n", key.full);
 	if (fflush(stdout) != 0) {
 		admin_error("writing the key to stdout failed");
 		goto done;
 	}
 	if (isatty(STDERR_FILENO))
 		fprintf(stderr, "created %s key %s (id %s) for tenant \"%s\"; it is shown only once\n",
-			role, key_id, PQgetvalue(res, 0, 0), tenant);
+			role, key.key_id, PQgetvalue(res, 0, 0), tenant);
 	rc = ADMIN_OK;
 done:
-	explicit_bzero(secret, sizeof(secret));
+	orc_key_wipe(&key);
 	PQclear(res);
 	return rc;
 }
@@ -229,8 +217,8 @@ static int key_list(struct admin_ctx *ctx, int argc, char **argv)
 
 static int key_revoke(struct admin_ctx *ctx, int argc, char **argv)
 {
-	char key_id[2 * ADMIN_KEY_ID_BYTES + 1], idbuf[24];
-	const char *arg, *params[2];
+	char key_id[ORC_KEY_ID_LEN + 1], idbuf[24];
+	const char *arg, *secret, *params[2];
 	PGresult *res = NULL;
 	int64_t id;
 	size_t n;
@@ -241,14 +229,9 @@ static int key_revoke(struct admin_ctx *ctx, int argc, char **argv)
 	if (argc - optind != 1)
 		return admin_usage_error(key_revoke_usage, "key revoke: expected one ID");
 	arg = argv[optind];
-	n = strlen(arg);
 	/* A whole key "orch_<key_id>_<secret>": take its key id. */
-	if (n > sizeof(ADMIN_KEY_PREFIX) + 2 * ADMIN_KEY_ID_BYTES &&
-	    !strncmp(arg, ADMIN_KEY_PREFIX "_", sizeof(ADMIN_KEY_PREFIX))) {
-		memcpy(key_id, arg + sizeof(ADMIN_KEY_PREFIX), 2 * ADMIN_KEY_ID_BYTES);
-		key_id[2 * ADMIN_KEY_ID_BYTES] = '\0';
+	if (orc_key_parse(key_id, &secret, arg) == 0)
 		arg = key_id;
-	}
 	params[0] = arg;
 	params[1] = NULL;
 	if (orc_parse_i64(&id, arg, 1, INT64_MAX) == 0) {

@@ -286,6 +286,40 @@ def test_keys_list_and_revoke(stack, admin):
     assert r.status_code == 200 and r.json()["revoked_at"] == revoked["revoked_at"], r.text
 
 
+def test_key_create_over_the_api(stack, admin, other):
+    name = unique("kc")
+    assert admin.post(stack.url + "/v1/tenants", json={"name": name}).status_code == 201
+    r = admin.post(stack.url + "/v1/keys", json={"tenant": name, "name": "ci runner \u00e9"})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    key = made["key"]
+    assert re.fullmatch(r"orch_[0-9a-f]{12}_[0-9a-f]{40}", key), made
+    assert made["key_id"] == key.split("_")[1] and made["tenant"] == name
+    assert made["role"] == "user" and made["name"] == "ci runner \u00e9" and made["revoked"] is False
+    s = stack.session(key=key)
+    assert s.get(stack.url + "/sandboxes").status_code == 200
+    assert_error(s.get(stack.url + "/v1/tenants"), 403)        # a user key is no admin
+    listed = admin.get(stack.url + "/v1/keys", params={"tenant": name}).json()["keys"]
+    assert [k["key_id"] for k in listed] == [made["key_id"]]
+    assert key.split("_")[2] not in str(listed)                 # shown once, never again
+
+    r = admin.post(stack.url + "/keys", json={"tenant": name, "role": "admin"})
+    assert r.status_code == 201 and r.json()["role"] == "admin" and r.json()["name"] is None, r.text
+    assert stack.session(key=r.json()["key"]).get(stack.url + "/v1/tenants").status_code == 200
+
+    before = stack.counts()
+    for body, status in ((None, 400), ({}, 422), ({"tenant": "no-such-tenant"}, 404),
+                         ({"tenant": "Bad Name"}, 422), ({"tenant": 7}, 422),
+                         ({"tenant": name, "role": "root"}, 422), ({"tenant": name, "role": 1}, 422),
+                         ({"tenant": name, "name": "x" * 201}, 422),
+                         ({"tenant": name, "name": "a\nb"}, 422),
+                         ({"tenant": name, "secret": "mine"}, 422), ([name], 400)):
+        kw = {"data": b"{"} if body is None else {"json": body}
+        assert_error(admin.post(stack.url + "/v1/keys", **kw), status)
+    assert_error(other.post(stack.url + "/v1/keys", json={"tenant": name}), 403)
+    assert stack.counts() == before
+
+
 # ---- 3. job lists and cancel ----------------------------------------------------
 
 def new_sandbox(stack, s, **kw):
