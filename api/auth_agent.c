@@ -139,6 +139,25 @@ static int defer(struct api_req *r, const struct api_auth *a, const char *why)
 	return ORC_EFORBIDDEN;
 }
 
+/*
+ * A PTY session is an action on the sandbox: record it ('pty.open', the
+ * request id ties it to nginx's and the agent's logs) before nginx may
+ * connect, so no session goes unrecorded. What is typed is not seen here.
+ */
+static int record_pty_open(struct api_req *r, const struct api_auth *a, const char *id,
+			   int64_t tenant)
+{
+	json_object *data = json_object_new_object();
+	int err;
+
+	r->id = api_own_mem(r, xstrdup(id));
+	r->tenant_id = tenant;
+	r->key_id = a->key;
+	err = api_event_record(r, "pty.open", data);
+	json_object_put(data);
+	return err;
+}
+
 int api_auth_agent_handle(struct api_req *r)
 {
 	const char *doc = api_req_param(r, "DOCUMENT_URI");
@@ -178,6 +197,10 @@ int api_auth_agent_handle(struct api_req *r)
 	    !header_safe(token, 4096)) {
 		orc_log(ORC_LOG_ERROR, "unusable agent address or token", "sandbox_id", id, NULL);
 		err = defer(r, &a, "no_agent");
+		goto done;
+	}
+	if (route == ROUTE_PTY && (err = record_pty_open(r, &a, id, tenant)) < 0) {
+		err = api_reply_error(r, err, "cannot record the PTY session");
 		goto done;
 	}
 	orc_buf_addf(&hdr, "X-Orchard-Tenant: %s\r\nX-Orchard-Key: %s\r\nX-Orchard-Role: %s\r\n"

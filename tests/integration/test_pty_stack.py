@@ -263,6 +263,35 @@ def test_bad_key_is_403(stack, box):
         ws.close()
 
 
+def pty_opens(stack, sid):
+    return int(stack.scalar("SELECT count(*) FROM events WHERE kind = 'pty.open'"
+                            " AND sandbox_id = '%s'" % sid))
+
+
+def test_a_session_is_recorded_and_a_refusal_is_not(stack, admin, box):
+    before = pty_opens(stack, box)
+    rid = "pty-%s" % os.urandom(6).hex()
+    ws = WSS(stack, pty_path(box), headers={"X-API-Key": stack.admin_key, "X-Request-ID": rid})
+    try:
+        assert_upgraded(ws)
+        run_shell(ws)
+    finally:
+        ws.close()
+    assert pty_opens(stack, box) == before + 1
+    assert stack.scalar("SELECT request_id FROM events WHERE kind = 'pty.open'"
+                        " AND sandbox_id = '%s' ORDER BY id DESC LIMIT 1" % box) == rid
+    key = stack.new_tenant_key("pty-rec")
+    ws = WSS(stack, pty_path(box), headers={"X-API-Key": key})
+    try:
+        assert_refused(ws, 404, "not_found")
+    finally:
+        ws.close()
+    assert pty_opens(stack, box) == before + 1
+    lines = [json.loads(x) for x in admin.get(
+        "%s/v1/sandboxes/%s/trajectory" % (stack.url, box)).text.splitlines()]
+    assert any(x.get("type") == "event" and x.get("kind") == "pty.open" for x in lines), lines
+
+
 def test_another_tenants_sandbox_is_404(stack, box):
     key = stack.new_tenant_key("pty-other")
     for kw in ({"headers": {"X-API-Key": key}}, {"protocols": ["api_key." + key]}):
