@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+import fcgi_client
+
 ERROR_SHAPE = {"detail", "code", "request_id"}
 MiB = 1 << 20
 
@@ -555,30 +557,8 @@ def test_responses_validate_against_the_spec(stack, admin, box, repo):
 
 def fcgi_call(sock_path, params):
     """One FastCGI request to orchard-api; (status, headers) of the answer."""
-    import socket
-    import struct
-    from fake_fcgi import _read_record, _record
-
-    def enc(n):
-        return bytes([n]) if n < 128 else struct.pack("!I", n | 0x80000000)
-
-    body = b"".join(enc(len(k)) + enc(len(v)) + k.encode() + v.encode() for k, v in params.items())
-    out = struct.pack("!BBHHBB", 1, 1, 1, 8, 0, 0) + struct.pack("!HB5x", 1, 0)
-    out += _record(4, 1, body) + _record(4, 1, b"") + _record(5, 1, b"")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(30)
-        s.connect(sock_path)
-        s.sendall(out)
-        data = b""
-        while True:
-            rtype, _, content = _read_record(s)
-            if rtype == 6:
-                data += content
-            elif rtype == 3:
-                break
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in head if ": " in line)
-    return int(headers["Status"].split()[0]), headers
+    status, headers, _ = fcgi_client.call(sock_path, params, timeout=30)
+    return status, headers
 
 
 def auth_agent(stack, uri, method="GET", **headers):

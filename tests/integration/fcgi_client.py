@@ -1,0 +1,45 @@
+"""A minimal FastCGI client: one request per connection, as nginx sends it.
+
+Tests use it to speak to an orchard-api socket directly, as nginx would
+after its auth_request (the ORCHARD_TENANT/KEY/ROLE params), e.g. to reach
+one particular replica.
+"""
+import socket
+import struct
+
+from fake_fcgi import _read_record, _record
+
+BEGIN_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT = 1, 3, 4, 5, 6
+RESPONDER = 1
+
+
+def _nv_len(n):
+    return bytes([n]) if n < 128 else struct.pack("!I", n | 0x80000000)
+
+
+def _stream(rtype, data):
+    """A FastCGI stream: its records, then the empty one that ends it."""
+    return (_record(rtype, 1, data) if data else b"") + _record(rtype, 1, b"")
+
+
+def call(sock_path, params, body=b"", timeout=60):
+    """(status, headers, body) of one FastCGI request to sock_path."""
+    pairs = b"".join(_nv_len(len(k.encode())) + _nv_len(len(v.encode())) + k.encode() + v.encode()
+                     for k, v in params.items())
+    out = _record(BEGIN_REQUEST, 1, struct.pack("!HB5x", RESPONDER, 0))
+    out += _stream(PARAMS, pairs) + _stream(STDIN, body)
+    data = b""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(out)
+        while True:
+            rtype, _, content = _read_record(s)
+            if rtype == STDOUT:
+                data += content
+            elif rtype == END_REQUEST:
+                break
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return int(headers.get("Status", "200").split()[0]), headers, rest
