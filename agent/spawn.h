@@ -5,11 +5,13 @@
 
 #include "reaper.h"
 /*
- * fork + exec of one command, in the manner of git's run-command: every
- * allocation (resolved program path, fallback argv) happens before fork;
- * the child makes only async-signal-safe calls, starts its own session
- * (so its process group can be killed as a whole), and reports a failure
- * to chdir or exec to the parent over a CLOEXEC pipe.
+ * Start one command in the manner of git's run-command: every allocation
+ * (resolved program path, fallback argv) happens first; the child starts
+ * its own session (so its process group can be killed as a whole). Plain
+ * commands go through posix_spawn (vfork-like, no page-table copy); one
+ * that takes a controlling terminal (PTY) is forked, its child making only
+ * async-signal-safe calls and reporting a failure to chdir or exec over a
+ * CLOEXEC pipe.
  */
 struct agent_spawn {
 	const char *path;        /* NULL: argv[0] looked up in envp's PATH */
