@@ -7,6 +7,7 @@ agent's unix socket (no websocket library needed).
 import base64
 import hashlib
 import http.client
+import io
 import json
 import os
 import shutil
@@ -14,10 +15,13 @@ import signal
 import socket
 import struct
 import subprocess
+import tarfile
 import threading
 import time
 
 import pytest
+
+import agent_http
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
@@ -750,8 +754,9 @@ BUSYBOX_APPLETS = ("sh", "ls", "cat", "echo", "sleep", "stty", "env", "pwd", "mk
 
 def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
     """scripts/agent-bundle.sh, then the agent in a root holding only a
-    static busybox (no libc, no bash) under bubblewrap: health, exec through
-    sh, a long script, a streaming exec and a PTY session."""
+    static busybox (no libc, no bash, no git) under bubblewrap: health, exec
+    through sh, a long script, a streaming exec, files, tar, git apply/diff/
+    reset and a PTY session."""
     bb = static_busybox()
     if not bb:
         pytest.skip("no static busybox: apt-get install busybox-static")
@@ -769,11 +774,13 @@ def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
     root = tmp_path / "root"
     for d in ("bin", "tmp", "workspace", "proc", "dev", "run/orchard-agent", "run/orchard", "run/sock"):
         (root / d).mkdir(parents=True)
+    make_repo(root / "workspace" / "repo")
     shutil.copy(bb, root / "bin" / "busybox")
     for applet in BUSYBOX_APPLETS:
         os.symlink("busybox", root / "bin" / applet)
     (root / "run" / "orchard" / "token").write_text(TOKEN + "\n")
-    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                   if p.is_file() and not p.is_symlink() and "workspace" not in p.parts)
     assert files == ["bin/busybox", "run/orchard/token"]
     sockdir = tmp_path / "sock"
     sockdir.mkdir()
@@ -807,6 +814,7 @@ def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
         assert agent.exec(command=script)["stdout"] == "20000\n"
         out, frames = collect(stream_exec(agent, {"command": "echo a; sleep 0.3; echo b", "stream": True}))
         assert out["stdout"] == b"a\nb\n" and frames[-1][1]["exit_code"] == 0
+        busybox_files_tar_and_git(agent_http.Agent(agent.sock, token=TOKEN))
 
         ws = WS(agent.sock)
         ws.send({"type": "init", "rows": 20, "cols": 70})
@@ -830,6 +838,61 @@ def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def make_repo(path):
+    """A git repository made on the host (the busybox root has no git)."""
+    path.mkdir(parents=True)
+    (path / "a.txt").write_text("one\ntwo\n")
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "a.txt"], ["commit", "-qm", "first"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+
+
+def busybox_files_tar_and_git(a):
+    """Files, tar and git (libgit2) in a root without libc, bash or git."""
+    blob = os.urandom(1 << 20)
+    st, body, _ = a.request("PUT", "/files?path=/workspace/d/blob&mode=0600", body=blob)
+    assert st == 200 and body["sha256"] == hashlib.sha256(blob).hexdigest(), body
+    st, data, r = a.request("GET", "/files?path=/workspace/d/blob", raw=True)
+    assert st == 200 and data == blob and r.getheader("X-File-Mode") == "0600"
+    st, body, _ = a.request("POST", "/files/base64", {"path": "d/b64", "content":
+                                                      base64.b64encode(b"\x00\xffx").decode()})
+    assert st == 200 and body["size"] == 3, body
+    st, body, _ = a.request("GET", "/files/base64?path=/workspace/d/b64")
+    assert st == 200 and base64.b64decode(body["content"]) == b"\x00\xffx", body
+    st, body, _ = a.request("POST", "/files/mkdir", {"path": "/workspace/d/sub/deep"})
+    assert st == 200, body
+    st, body, _ = a.request("GET", "/files/list?path=/workspace/d")
+    assert st == 200 and [f["name"] for f in body["files"]] == ["b64", "blob", "sub"], body
+    st, body, _ = a.request("GET", "/files/stat?path=/workspace/d/sub")
+    assert st == 200 and body["type"] == "directory", body
+
+    st, tar, _ = a.request("GET", "/archive?path=/workspace/d", raw=True)
+    assert st == 200
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        names = sorted(t.getnames())
+        assert t.extractfile("blob").read() == blob
+    assert names == ["b64", "blob", "sub", "sub/deep"], names
+    st, body, _ = a.request("PUT", "/archive?path=/workspace/copy", body=tar)
+    assert st == 200 and body["entries"] == 4, body
+    assert a.request("POST", "/exec", {"command": "wc -c < /workspace/copy/blob"})[1]["stdout"] \
+        .strip() == str(1 << 20)
+    st, body, _ = a.request("DELETE", "/files?path=/workspace/copy&recursive=1")
+    assert st == 200 and a.request("GET", "/files/stat?path=/workspace/copy")[0] == 404
+
+    patch = ("diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n"
+             "diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n"
+             "@@ -0,0 +1 @@\n+new\n")
+    st, body, _ = a.request("POST", "/git/apply", {"patch": patch, "cwd": "/workspace/repo"})
+    assert st == 200 and body["success"] and sorted(body["files"]) == ["a.txt", "new.txt"], body
+    assert a.request("POST", "/exec", {"command": "cat /workspace/repo/a.txt"})[1]["stdout"] == "one\n2\n"
+    st, body, _ = a.request("GET", "/git/diff?cwd=/workspace/repo")
+    assert st == 200 and body["files"] == 2 and "+2" in body["patch"] and "+new" in body["patch"], body
+    st, body, _ = a.request("POST", "/git/reset", {"cwd": "/workspace/repo"})
+    assert st == 200 and body["success"], body
+    st, body, _ = a.request("GET", "/git/diff?cwd=/workspace/repo")
+    assert st == 200 and body["patch"] == "", body
 
 
 def descendant_running(root_pid, needle):
