@@ -61,6 +61,7 @@ struct api_req {
 	const char *key_id;           /* api_keys.id as text, or NULL */
 	const char *role;
 	const char *id;               /* the {id} path segment, when routed */
+	const char *route;            /* the matched route's pattern (metrics), or NULL */
 	struct orc_buf body;
 	struct api_query_param query[API_MAX_QUERY];
 	int nquery;
@@ -129,6 +130,7 @@ int api_job_get(struct api_req *r);                  /* jobs.c */
 int api_job_wait(struct api_req *r);
 int api_trajectory_get(struct api_req *r);           /* trajectory.c */
 int api_trajectory_bulk(struct api_req *r);
+int api_trajectory_replay(struct api_req *r);         /* replay.c */
 int api_job_list(struct api_req *r);                 /* job_list.c */
 int api_job_cancel(struct api_req *r);               /* job_cancel.c */
 int api_tenant_list(struct api_req *r);              /* tenants.c (admin) */
@@ -324,6 +326,15 @@ struct api_cursor {
 };
 /* "<us>_<id>" as returned in next_cursor; ORC_EINVALID otherwise. */
 int api_cursor_parse(struct api_cursor *out, const char *s);
+
+/* ---- metrics.c: GET /metrics (docs/observability.md) ------------------- */
+
+int api_metrics_init(void);
+int api_metrics_get(struct api_req *r);
+/* One finished request, ms after it was accepted (main.c). */
+void api_metrics_request(const struct api_req *r, int64_t ms);
+/* One finished exec job: "succeeded" or "failed", agent call time (job_run.c). */
+void api_metrics_exec(const char *status, int64_t ms);
 
 /* ---- misc helpers ----------------------------------------------------- */
 

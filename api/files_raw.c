@@ -11,8 +11,10 @@
  * (fastcgi_request_buffering off), we read it with FCGX_GetStr as libcurl
  * asks for it and send it on to the agent's PUT /files or /archive, whose
  * answer (size and sha256 of what it wrote) goes into the 'file.write' or
- * 'archive.upload' event. Memory stays bounded by the buffers in between
- * (plus the first 1 MiB, kept so a small file's bytes are in the event).
+ * 'archive.upload' event (the latter with the size and sha256 of the tar
+ * stream, computed here as it passes). Memory stays bounded by the buffers
+ * in between (plus the first 1 MiB, kept so a small file's or archive's
+ * bytes are in the event).
  *
  * Downloads are normally proxied by nginx straight to the agent; these
  * handlers serve them when nginx hands a request over (an agent error to
@@ -22,6 +24,7 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -123,6 +126,7 @@ struct upload {
 	int64_t remaining;          /* -1: until the end of the FastCGI stream */
 	uint64_t sent;
 	struct orc_buf head;        /* the first bytes, for the event */
+	EVP_MD_CTX *sha;            /* sha256 of the stream (archives; NULL for files) */
 	int client_short;           /* the body ended before Content-Length */
 	struct orc_buf answer;
 };
@@ -150,6 +154,8 @@ static size_t upload_read(char *buf, size_t size, size_t nitems, void *userdata)
 	if (u->head.len < CONTENT_RECORD_MAX + 1)
 		orc_buf_add(&u->head, buf, (size_t)n < CONTENT_RECORD_MAX + 1 - u->head.len ?
 			    (size_t)n : CONTENT_RECORD_MAX + 1 - u->head.len);
+	if (u->sha)
+		EVP_DigestUpdate(u->sha, buf, (size_t)n);
 	u->sent += (uint64_t)n;
 	if (u->remaining > 0)
 		u->remaining -= n;
@@ -187,17 +193,55 @@ static json_object *answer_field(json_object *ans, const char *k)
 	return ans && json_object_object_get_ex(ans, k, &v) ? json_object_get(v) : NULL;
 }
 
-/* The event of an upload that reached the agent: status and answer. */
-static json_object *upload_event(const struct upload *u, int is_archive, const char *path,
+/* The first MiB as base64, when it is the whole body: a replay can send it again. */
+static void add_content(json_object *d, const struct upload *u)
+{
+	int n = 4 * (((int)u->head.len + 2) / 3);
+	unsigned char *b64 = xmalloc((size_t)n + 1);
+
+	EVP_EncodeBlock(b64, (const unsigned char *)orc_buf_cstr(&u->head), (int)u->head.len);
+	json_object_object_add(d, "content", json_object_new_string_len((char *)b64, n));
+	free(b64);
+}
+
+/* The stream's sha256 in lowercase hex (archives). */
+static json_object *stream_sha256(struct upload *u)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0, i;
+	char out[2 * EVP_MAX_MD_SIZE + 1];
+
+	EVP_DigestFinal_ex(u->sha, md, &mdlen);
+	for (i = 0; i < mdlen; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[2 * mdlen] = '\0';
+	return json_object_new_string(out);
+}
+
+/*
+ * The event of an upload that reached the agent: status and answer. A
+ * tar stream the agent took whole is recorded with its size and sha256
+ * (and its bytes when at most 1 MiB), like a file: one 'archive.upload'
+ * step of the trajectory, whatever the number of entries.
+ */
+static json_object *upload_event(struct upload *u, int is_archive, const char *path,
 				 const char *mode, long status, json_object *ans)
 {
 	json_object *d = json_object_new_object(), *p = answer_field(ans, "path");
+	int whole = u->sent <= CONTENT_RECORD_MAX && u->head.len == u->sent;
 	char msg[1024];
 
 	json_object_object_add(d, "path", p ? p : json_object_new_string(path));
 	if (is_archive) {
 		json_object_object_add(d, "entries", answer_field(ans, "entries"));
 		json_object_object_add(d, "bytes", answer_field(ans, "bytes"));
+		if (status == 200) {
+			json_object_object_add(d, "size", json_object_new_int64((int64_t)u->sent));
+			json_object_object_add(d, "sha256", stream_sha256(u));
+		}
 	} else {
 		json_object_object_add(d, "size", ans ? answer_field(ans, "size") :
 				       json_object_new_int64((int64_t)u->sent));
@@ -211,14 +255,10 @@ static json_object *upload_event(const struct upload *u, int is_archive, const c
 		json_object_object_add(d, "error", json_object_new_string(
 			api_agent_message(u->answer.ptr, u->answer.len, msg, sizeof(msg))));
 	json_object_object_add(d, "raw", json_object_new_boolean(1));
-	if (!is_archive && u->sent <= CONTENT_RECORD_MAX && u->head.len == u->sent) {
-		/* small enough to keep: a replay can write it again */
-		int n = 4 * (((int)u->head.len + 2) / 3);
-		unsigned char *b64 = xmalloc((size_t)n + 1);
-		EVP_EncodeBlock(b64, (const unsigned char *)orc_buf_cstr(&u->head), (int)u->head.len);
-		json_object_object_add(d, "content", json_object_new_string_len((char *)b64, n));
-		free(b64);
-	}
+	/* small enough to keep: a replay can write it again (an archive only
+	 * when the agent read all of it) */
+	if (whole && (!is_archive || status == 200))
+		add_content(d, u);
 	return d;
 }
 
@@ -240,6 +280,8 @@ static int raw_upload(struct api_req *r, int is_archive)
 	u.remaining = -1;
 	orc_buf_init(&u.head, CONTENT_RECORD_MAX + 1);
 	orc_buf_init(&u.answer, ANSWER_MAX);
+	if (is_archive && (!(u.sha = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(u.sha, EVP_sha256(), NULL)))
+		abort();
 	if ((err = raw_target(&agent_path, &path, r, is_archive ? "/archive" : "/files", !is_archive)) < 0)
 		goto done;
 	if (cl && *cl && orc_parse_i64(&u.remaining, cl, 0, INT64_MAX) < 0) {
@@ -297,6 +339,7 @@ static int raw_upload(struct api_req *r, int is_archive)
 		api_req_write(r, 200, NULL, orc_buf_cstr(&u.answer), u.answer.len);
 done:
 	agent_stream_release(&s);
+	EVP_MD_CTX_free(u.sha);
 	orc_buf_release(&u.head);
 	orc_buf_release(&u.answer);
 	return err;

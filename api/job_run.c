@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent_client.h"
 #include "api.h"
@@ -20,6 +21,11 @@
 #define OUTPUT_CAP (4u << 20)          /* bytes kept per stream */
 #define RESPONSE_MAX (64u << 20)       /* JSON-escaped output of both streams */
 #define AGENT_SLACK_S 10
+/* A claim or a result that meets an unavailable database (a restart, a
+ * failover) is retried this long: given up, the row would stay queued or
+ * running behind this live process's renewed lease for ever. */
+#define DB_RETRY_MS (120 * 1000)
+#define DB_RETRY_PAUSE_US (250 * 1000)
 
 struct job_outcome {
 	const char *status;
@@ -231,13 +237,16 @@ int api_job_run(const char *job_id, const char *request_id)
 	json_object *resp = NULL;
 	PGresult *job = NULL;
 	char *body = NULL;
-	int64_t timeout, t0;
+	int64_t timeout, t0, since;
 	long status = 0;
 	int err;
 
 	memset(&o, 0, sizeof(o));
 	o.status = "failed";
-	if ((err = claim(&job, job_id)) < 0) {
+	since = orc_mono_ms();
+	while ((err = claim(&job, job_id)) == ORC_EUNAVAIL && orc_mono_ms() - since < DB_RETRY_MS)
+		usleep(DB_RETRY_PAUSE_US);
+	if (err < 0) {
 		if (err == ORC_ENOTFOUND)
 			api_job_abandon(job_id, "the sandbox is not ready (it failed or is being deleted)");
 		return err;
@@ -277,13 +286,16 @@ int api_job_run(const char *job_id, const char *request_id)
 	} else {
 		outcome_from_agent(&o, resp, timeout);
 	}
+	api_metrics_exec(o.status, orc_mono_ms() - t0);
 	if (o.error[0] && !o.timed_out)
 		orc_log(ORC_LOG_WARN, "exec failed", "job_id", job_id, "agent", req.address,
 			"error", o.error, NULL);
 	if (orc_log_enabled(ORC_LOG_DEBUG))
 		orc_logf(ORC_LOG_DEBUG, "job %s finished: %s in %lld ms", job_id, o.status,
 			 (long long)(orc_mono_ms() - t0));
-	err = store(job_id, &o, request_id);
+	since = orc_mono_ms();
+	while ((err = store(job_id, &o, request_id)) == ORC_EUNAVAIL && orc_mono_ms() - since < DB_RETRY_MS)
+		usleep(DB_RETRY_PAUSE_US);
 	json_object_put(resp);
 	orc_buf_release(&resp_body);
 	free(body);

@@ -10,6 +10,8 @@
  *   ORCHARD_API_WORKERS    exec worker threads for wait:false jobs (default 4)
  *   ORCHARD_API_RAW_MAX    largest raw upload (files/raw, archive) in bytes
  *                          (default 1 GiB, the agent's own default limit)
+ *   ORCHARD_API_REPLAYS, ORCHARD_API_REPLAYS_PER_TENANT
+ *                          trajectory replays at once (replay.c)
  *
  * SIGTERM/SIGINT stop accepting, give in-flight requests up to 10 s, remove
  * the socket and exit 0.
@@ -127,6 +129,7 @@ static void handle_one(FCGX_Request *fcgi)
 		api_dispatch(&r);
 	if (!r.replied)
 		api_reply_error(&r, ORC_ERROR, "no response");
+	api_metrics_request(&r, orc_mono_ms() - t0);
 	if (orc_log_enabled(ORC_LOG_DEBUG)) {
 		char status[8], ms[24];
 		snprintf(status, sizeof(status), "%d", r.status);
@@ -231,6 +234,8 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	orc_pg_pool_init(&api_server.db, dburl, env_int("ORCHARD_DB_POOL", 8, 1, 1024));
 	api_auth_init();
+	if (api_metrics_init() < 0)
+		return 1;
 	if (FCGX_Init() != 0 || open_socket(sock) < 0)
 		return 1;
 	if (api_notify_start(dburl) < 0 || api_lanes_start(api_server.workers) < 0 ||

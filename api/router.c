@@ -32,6 +32,7 @@ static const struct api_route routes[] = {
 	{ "GET",    "/ready",                    api_ready_get,         ROUTE_PUBLIC },
 	{ "GET",    "/resources",                api_resources_get,     0 },
 	{ "GET",    "/stats",                    api_stats_get,         0 },
+	{ "GET",    "/metrics",                  api_metrics_get,       ROUTE_ADMIN },
 	{ "POST",   "/sandboxes",                api_sandbox_create,    0 },
 	{ "GET",    "/sandboxes",                api_sandbox_list,      0 },
 	{ "GET",    "/sandboxes/{id}",           api_sandbox_get,       0 },
@@ -44,6 +45,7 @@ static const struct api_route routes[] = {
 	{ "GET",    "/jobs/{id}/wait",           api_job_wait,          0 },
 	{ "GET",    "/sandboxes/{id}/trajectory", api_trajectory_get,   0 },
 	{ "GET",    "/trajectories",             api_trajectory_bulk,   0 },
+	{ "POST",   "/trajectories/replay",      api_trajectory_replay, 0 },
 	{ "POST",   "/jobs/{id}/cancel",         api_job_cancel,        0 },
 	{ "GET",    "/tenants",                  api_tenant_list,       ROUTE_ADMIN },
 	{ "POST",   "/tenants",                  api_tenant_create,     ROUTE_ADMIN },
@@ -144,6 +146,7 @@ void api_dispatch(struct api_req *r)
 		size_t n;
 		if (!route_match(routes[i].pattern, r->path, &s, &n))
 			continue;
+		r->route = routes[i].pattern;   /* metrics: a 405's pattern too */
 		if (!strcmp(routes[i].method, r->method) ||
 		    (!strcmp(r->method, "HEAD") && !strcmp(routes[i].method, "GET"))) {
 			hit = &routes[i];

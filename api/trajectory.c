@@ -259,7 +259,9 @@ static const char batch_sql[] =
 	" ORDER BY e.id LIMIT " STR(TRAJ_BATCH);
 
 /* The kinds replay re-applies; their data becomes the line's fields. */
-static const char *const action_kinds[] = { "file.write", "git.apply", "git.reset" };
+static const char *const action_kinds[] = {
+	"file.write", "git.apply", "git.reset", "archive.upload",
+};
 
 static int is_action_kind(const char *kind)
 {
@@ -340,7 +342,8 @@ static int event_content(json_object *o, const char *event_id)
 	return 0;
 }
 
-/* file.write, git.apply, git.reset: the event's data plus our fields. */
+/* file.write, git.apply, git.reset, archive.upload: the event's data plus
+ * our fields; the uploads say whether their bytes were kept. */
 static int action_line(json_object **out, struct traj_stream *t, PGresult *b, int i)
 {
 	json_object *data = col_json(b, i, E_DATA, 1), *o = line_new(t, PQgetvalue(b, i, E_KIND));
@@ -355,7 +358,8 @@ static int action_line(json_object **out, struct traj_stream *t, PGresult *b, in
 			json_object_object_add(o, k, json_object_get(v));
 	}
 	json_object_put(data);
-	if (!strcmp(PQgetvalue(b, i, E_KIND), "file.write")) {
+	if (!strcmp(PQgetvalue(b, i, E_KIND), "file.write") ||
+	    !strcmp(PQgetvalue(b, i, E_KIND), "archive.upload")) {
 		json_object_object_add(o, "content_recorded", json_object_new_boolean(recorded));
 		if (recorded && t->include_content &&
 		    (err = event_content(o, PQgetvalue(b, i, E_ID))) < 0) {

@@ -4,7 +4,8 @@
  *
  * Reads the trajectories of FILE (one, or many from a bulk export), checks
  * that each is a complete trajectory of a version we read, replays them on
- * up to N threads (replay.c), prints each one's report as it finishes and
+ * up to N threads (replay.c; lib/traj_compare.c reads, judges and
+ * reports, as the api's POST /v1/trajectories/replay does), prints each one's report as it finishes and
  * one summary. Exit status: 0 when every step of every trajectory matched
  * (skipped steps do not count against it), 1 otherwise, 2 for bad usage or
  * a FILE that is not a trajectory.
@@ -60,108 +61,13 @@ const struct option replay_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static const char *const compare_names[] = { "exact", "exit-code", "none" };
-
 /* ---- reading FILE ------------------------------------------------------- */
 
-struct traj_set {
-	struct replay_traj *v;
-	size_t n, alloc;
-};
-
-static void traj_set_release(struct traj_set *s)
-{
-	size_t i;
-
-	for (i = 0; i < s->n; i++)
-		json_object_put(s->v[i].lines);
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
-static struct replay_traj *traj_find(struct traj_set *s, const char *id)
-{
-	size_t i;
-
-	/* Lines of one trajectory are contiguous: look at the newest first. */
-	for (i = s->n; i-- > 0;)
-		if (!strcmp(s->v[i].sandbox_id, id))
-			return &s->v[i];
-	return NULL;
-}
-
-static int check_header(json_object *line, const char *file, size_t lineno)
-{
-	json_object *v;
-
-	if (strcmp(cli_field_text(line, "format"), REPLAY_FORMAT)) {
-		cli_error("%s:%zu: not an %s header (format \"%s\")", file, lineno, REPLAY_FORMAT,
-			  cli_field_text(line, "format"));
-		return ORC_EINVALID;
-	}
-	if (!json_object_object_get_ex(line, "version", &v) || !json_object_is_type(v, json_type_int) ||
-	    json_object_get_int64(v) != REPLAY_VERSION) {
-		cli_error("%s:%zu: trajectory version %s is not supported (this orchardctl reads version %d)",
-			  file, lineno, cli_field_text(line, "version"), REPLAY_VERSION);
-		return ORC_EINVALID;
-	}
-	if (!json_object_object_get_ex(line, "sandbox", &v) || !json_object_is_type(v, json_type_object)) {
-		cli_error("%s:%zu: the header has no \"sandbox\" object", file, lineno);
-		return ORC_EINVALID;
-	}
-	return 0;
-}
-
-/* One line: a header starts a trajectory, other lines join theirs. */
-static int add_line(struct traj_set *s, json_object *line, const char *file, size_t lineno)
-{
-	const char *type = cli_field_text(line, "type"), *id = cli_field_text(line, "sandbox_id");
-	struct replay_traj *t;
-	int err;
-
-	if (!strcmp(id, "-")) {
-		cli_error("%s:%zu: a line without \"sandbox_id\"", file, lineno);
-		return ORC_EINVALID;
-	}
-	if (!strcmp(type, "error")) {
-		cli_error("%s:%zu: the export of %s failed on the server: %s", file, lineno, id,
-			  cli_field_text(line, "detail"));
-		return ORC_EINVALID;
-	}
-	if (!strcmp(type, "header")) {
-		if ((err = check_header(line, file, lineno)) < 0)
-			return err;
-		if (s->n == TRAJ_MAX) {
-			cli_error("%s: more than %d trajectories", file, TRAJ_MAX);
-			return ORC_ETOOBIG;
-		}
-		if (s->n == s->alloc) {
-			s->alloc = s->alloc ? 2 * s->alloc : 16;
-			s->v = xrealloc(s->v, orc_mul_size(s->alloc, sizeof(*s->v)));
-		}
-		t = &s->v[s->n++];
-		memset(t, 0, sizeof(*t));
-		t->lines = json_object_new_array();
-		json_object_array_add(t->lines, line);
-		t->sandbox_id = json_object_get_string(json_object_object_get(line, "sandbox_id"));
-		return 0;
-	}
-	if (!(t = traj_find(s, id)) || t->complete) {
-		cli_error("%s:%zu: a \"%s\" line of %s outside its trajectory (header ... end)", file, lineno,
-			  type, id);
-		return ORC_EINVALID;
-	}
-	json_object_array_add(t->lines, line);
-	if (!strcmp(type, "end"))
-		t->complete = 1;
-	return 0;
-}
-
-static int load(struct traj_set *s, const char *file)
+static int load(struct orc_traj_set *s, const char *file)
 {
 	FILE *f = strcmp(file, "-") ? fopen(file, "re") : stdin;
-	char *buf = NULL, msg[256];
-	size_t cap = 0, lineno = 0, i;
+	char *buf = NULL, msg[512];
+	size_t cap = 0, lineno = 0;
 	ssize_t n;
 	json_object *line;
 	int err = 0;
@@ -186,7 +92,8 @@ static int load(struct traj_set *s, const char *file)
 			err = ORC_EINVALID;
 			goto done;
 		}
-		if ((err = add_line(s, line, file, lineno)) < 0) {
+		if ((err = orc_traj_set_add(s, line, msg, sizeof(msg))) < 0) {
+			cli_error("%s:%zu: %s", file, lineno, msg);
 			json_object_put(line);
 			goto done;
 		}
@@ -196,19 +103,8 @@ static int load(struct traj_set *s, const char *file)
 		err = ORC_ERROR;
 		goto done;
 	}
-	if (!s->n) {
-		cli_error("%s: no trajectory in it", file);
-		err = ORC_EINVALID;
-		goto done;
-	}
-	for (i = 0; i < s->n; i++) {
-		if (!s->v[i].complete) {
-			cli_error("%s: the trajectory of %s has no \"end\" line (a truncated export?)", file,
-				  s->v[i].sandbox_id);
-			err = ORC_EINVALID;
-			goto done;
-		}
-	}
+	if ((err = orc_traj_set_check(s, msg, sizeof(msg))) < 0)
+		cli_error("%s: %s", file, msg);
 done:
 	free(buf);
 	if (f != stdin)
@@ -222,7 +118,7 @@ struct replay_run_state {
 	pthread_mutex_t lock;
 	const struct cli_config *cfg;
 	const struct replay_opts *opts;
-	struct traj_set *set;
+	struct orc_traj_set *set;
 	json_object **reports;
 	size_t next;
 	int json_output;
@@ -263,37 +159,6 @@ static int64_t int_of(json_object *o, const char *key)
 	return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
 }
 
-/* The summary object; *all_matched says whether the exit status is 0. */
-static json_object *summarize(json_object **reports, size_t n, enum replay_compare mode, int *all_matched)
-{
-	static const char *const counts[] = { "matched", "diverged", "skipped", "errors" };
-	json_object *sum = json_object_new_object(), *steps = json_object_new_object();
-	int64_t totals[4] = { 0 }, matched = 0, diverged = 0, failed = 0;
-	size_t i, k;
-
-	for (i = 0; i < n; i++) {
-		const char *res = cli_field_text(reports[i], "result");
-		if (!strcmp(res, "match"))
-			matched++;
-		else if (!strcmp(res, "diverged"))
-			diverged++;
-		else
-			failed++;
-		for (k = 0; k < 4; k++)
-			totals[k] += int_of(reports[i], counts[k]);
-	}
-	json_object_object_add(sum, "trajectories", json_object_new_int64((int64_t)n));
-	json_object_object_add(sum, "matched", json_object_new_int64(matched));
-	json_object_object_add(sum, "diverged", json_object_new_int64(diverged));
-	json_object_object_add(sum, "errors", json_object_new_int64(failed));
-	json_object_object_add(sum, "compare", json_object_new_string(compare_names[mode]));
-	for (k = 0; k < 4; k++)
-		json_object_object_add(steps, counts[k], json_object_new_int64(totals[k]));
-	json_object_object_add(sum, "steps", steps);
-	*all_matched = matched == (int64_t)n;
-	return sum;
-}
-
 struct replay_args {
 	struct replay_opts o;
 	long parallel;
@@ -304,7 +169,6 @@ struct replay_args {
 static int parse_args(struct replay_args *a, struct cli_config *cfg, int argc, char **argv)
 {
 	int64_t v;
-	size_t i;
 	int opt;
 
 	a->parallel = PARALLEL_DEFAULT;
@@ -318,12 +182,9 @@ static int parse_args(struct replay_args *a, struct cli_config *cfg, int argc, c
 			a->o.image = optarg;
 			break;
 		case OPT_COMPARE:
-			for (i = 0; i < 3 && strcmp(optarg, compare_names[i]); i++)
-				;
-			if (i == 3)
+			if (orc_traj_compare_parse(&a->o.compare, optarg) < 0)
 				return cli_usage_error(replay_usage, "replay: --compare wants exact, exit-code or "
 						       "none, not \"%s\"", optarg);
-			a->o.compare = (enum replay_compare)i;
 			break;
 		case OPT_KEEP: a->o.keep = 1; break;
 		case OPT_PARALLEL:
@@ -358,7 +219,7 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 {
 	struct replay_run_state st;
 	struct replay_args a;
-	struct traj_set set = { 0 };
+	struct orc_traj_set set = ORC_TRAJ_SET_INIT;
 	pthread_t threads[PARALLEL_MAX];
 	json_object *sum = NULL, *out = NULL, *arr;
 	size_t i, nthreads;
@@ -367,6 +228,7 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	if ((rc = parse_args(&a, cfg, argc, argv)) != 0)
 		return rc;
+	set.max = TRAJ_MAX;
 	if (load(&set, a.file) < 0) {
 		rc = CLI_USAGE;
 		goto done;
@@ -391,7 +253,7 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 		pthread_join(threads[i], NULL);
 	pthread_mutex_destroy(&st.lock);
 
-	sum = summarize(st.reports, set.n, a.o.compare, &all_matched);
+	sum = orc_traj_summary(st.reports, set.n, a.o.compare, &all_matched);
 	if (a.json_output) {
 		out = json_object_new_object();
 		json_object_object_add(out, "summary", json_object_get(sum));
@@ -405,7 +267,7 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 		printf("summary: %lld trajector%s (compare %s): %lld matched, %lld diverged, %lld failed; "
 		       "steps: %lld matched, %lld diverged, %lld skipped, %lld errors\n",
 		       (long long)int_of(sum, "trajectories"), set.n == 1 ? "y" : "ies",
-		       compare_names[a.o.compare], (long long)int_of(sum, "matched"),
+		       orc_traj_compare_name(a.o.compare), (long long)int_of(sum, "matched"),
 		       (long long)int_of(sum, "diverged"), (long long)int_of(sum, "errors"),
 		       (long long)int_of(steps, "matched"), (long long)int_of(steps, "diverged"),
 		       (long long)int_of(steps, "skipped"), (long long)int_of(steps, "errors"));
@@ -417,6 +279,6 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 done:
 	json_object_put(out);
 	json_object_put(sum);
-	traj_set_release(&set);
+	orc_traj_set_release(&set);
 	return rc;
 }

@@ -36,6 +36,7 @@ static const char usage[] =
 	"  --help                  show this and exit\n"
 	"\n"
 	"Logs are JSON lines on stderr (ORCHARD_LOG_LEVEL=debug|info|warn|error).\n"
+	"Prometheus metrics: ORCHARD_CONTROLLER_METRICS=127.0.0.1:PORT (loopback only).\n"
 	"Exit status: 0 after SIGTERM/SIGINT, 1 on a fatal error or when the\n"
 	"leader lock is lost (a supervisor is expected to restart it).\n";
 

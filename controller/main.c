@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 
 #include "ctl.h"
+#include "ctl_metrics.h"
 #include "driver.h"
 #include "err.h"
 #include "leader.h"
@@ -74,6 +75,8 @@ int main(int argc, char **argv)
 	}
 	ctl_signals_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (ctl_metrics_init() < 0 || ctl_metrics_serve(getenv("ORCHARD_CONTROLLER_METRICS")) < 0)
+		goto done;
 	if (ctl_driver_open(&driver, &cfg) < 0)
 		goto done;
 	orc_log(ORC_LOG_INFO, "starting", "driver", cfg.driver, "state_dir", cfg.state_dir,
@@ -82,6 +85,7 @@ int main(int argc, char **argv)
 		status = ctl_stopping ? 0 : 1;
 		goto done;
 	}
+	ctl_metrics_leader(1);
 	err = ctl_reconcile_run(&cfg, &driver, leader);
 	if (err < 0) {
 		orc_log(ORC_LOG_ERROR, "stopping: no longer the leader; sandboxes keep running "

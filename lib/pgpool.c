@@ -58,6 +58,8 @@ int orc_pg_pool_acquire(struct orc_pg_pool *pool, PGconn **out)
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 10;
 	pthread_mutex_lock(&pool->lock);
+	if (!pool->nidle && pool->open >= pool->size)
+		pool->waits++;
 	while (!pool->nidle && pool->open >= pool->size && rc != ETIMEDOUT)
 		rc = pthread_cond_timedwait(&pool->cond, &pool->lock, &deadline);
 	if (pool->nidle) {
@@ -65,6 +67,7 @@ int orc_pg_pool_acquire(struct orc_pg_pool *pool, PGconn **out)
 	} else if (pool->open < pool->size) {
 		pool->open++;
 	} else {
+		pool->timeouts++;
 		pthread_mutex_unlock(&pool->lock);
 		orc_log(ORC_LOG_WARN, "database pool exhausted", NULL);
 		return ORC_EUNAVAIL;
@@ -84,6 +87,17 @@ int orc_pg_pool_acquire(struct orc_pg_pool *pool, PGconn **out)
 	}
 	*out = c;
 	return 0;
+}
+
+void orc_pg_pool_stats(struct orc_pg_pool_stats *out, struct orc_pg_pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	out->size = pool->size;
+	out->open = pool->open;
+	out->idle = pool->nidle;
+	out->waits = pool->waits;
+	out->timeouts = pool->timeouts;
+	pthread_mutex_unlock(&pool->lock);
 }
 
 void orc_pg_pool_release(struct orc_pg_pool *pool, PGconn *c)

@@ -20,7 +20,16 @@ struct orc_pg_pool {
 	int nidle;
 	int size;
 	int open;      /* connections that exist (idle + in use) */
+	unsigned long long waits;     /* acquires that found no free connection */
+	unsigned long long timeouts;  /* ... and gave up (ORC_EUNAVAIL) */
 };
+
+/* A consistent snapshot of a pool's use (for metrics). */
+struct orc_pg_pool_stats {
+	int size, open, idle;
+	unsigned long long waits, timeouts;
+};
+void orc_pg_pool_stats(struct orc_pg_pool_stats *out, struct orc_pg_pool *pool);
 
 int orc_pg_pool_init(struct orc_pg_pool *pool, const char *conninfo, int size);
 void orc_pg_pool_release_all(struct orc_pg_pool *pool);

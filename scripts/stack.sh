@@ -338,6 +338,25 @@ nginx_cmd() {
 	"$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" -e "$LOG/nginx-error.log" "$@"
 }
 
+# A master killed outright (SIGKILL, OOM killer) leaves its workers
+# running with the listening socket, so a new nginx cannot bind and down
+# would not find them. They are in the dead master's process group
+# (start_bg's setsid), whose id no new process can take while it has
+# members: kill whatever is left in it.
+nginx_orphans_kill() {
+	local pgid i
+	[ -f "$RUN/nginx.pid" ] || return 0
+	pgid=$(head -n1 "$RUN/nginx.pid" 2>/dev/null | tr -dc 0-9)
+	[ -n "$pgid" ] && [ ! -d "/proc/$pgid" ] || return 0
+	pgrep -g "$pgid" >/dev/null || return 0
+	say "killing the workers left by a dead nginx master (process group $pgid)"
+	kill -KILL -- "-$pgid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		pgrep -g "$pgid" >/dev/null || return 0
+		sleep 0.1
+	done
+}
+
 nginx_start() {
 	# daemon off: nginx stays the process start_bg started, in both modes.
 	render_nginx off
@@ -361,6 +380,7 @@ nginx_start() {
 		printf '%s\n' "$sum" >"$NGX/loaded.sum"
 		return 0
 	fi
+	nginx_orphans_kill
 	printf '%s\n' "$sum" >"$NGX/loaded.sum"
 	say "starting nginx on https://127.0.0.1:$PORT"
 	# nginx writes nginx.pid itself; with daemon off it is the pid we start.
@@ -405,7 +425,7 @@ controller_start() {
 	say "starting orchard-controller (sandboxes in $STATE)"
 	start_bg controller "$LOG/controller.log" env ORCHARD_DATABASE_URL="$DB_URL" \
 		ORCHARD_STATE_DIR="$STATE" ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent" \
-		"$BIN/orchard-controller"
+		ORCHARD_CONTROLLER_METRICS="$CTL_METRICS" "$BIN/orchard-controller"
 }
 
 wait_healthy() {
@@ -438,9 +458,14 @@ write_env() {
 		export ORCHARD_CACERT=$TLS/ca.crt
 		export ORCHARD_DATABASE_URL='$DB_URL'
 	EOF
+	# Where to scrape, not the setting (which would leak into stacks started
+	# from a shell that sourced this file).
+	[ -z "$CTL_METRICS" ] ||
+		echo "export ORCHARD_CONTROLLER_METRICS_URL=http://$CTL_METRICS/metrics" >>"$VAR/env.tmp"
 	)
 	mv "$VAR/env.tmp" "$VAR/env"
 	echo "$PORT" >"$VAR/port"
+	echo "$CTL_METRICS" >"$VAR/controller-metrics"
 }
 
 what_now() {
@@ -474,6 +499,11 @@ pick_port() {
 	fi
 	[[ $PORT =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] ||
 		die "ORCHARD_PORT \"$PORT\" is not a port number"
+	# The controller's /metrics (docs/observability.md): off unless asked
+	# for; remembered like the port ("" turns it off again).
+	CTL_METRICS=${ORCHARD_CONTROLLER_METRICS-$(cat "$VAR/controller-metrics" 2>/dev/null || true)}
+	[[ -z $CTL_METRICS || $CTL_METRICS =~ ^(127\.[0-9.]+|\[::1\]):[0-9]{1,5}$ ]] ||
+		die "ORCHARD_CONTROLLER_METRICS \"$CTL_METRICS\" must be 127.0.0.1:PORT or [::1]:PORT"
 }
 
 cmd_up() {
@@ -552,6 +582,7 @@ kill_sandboxes() {
 
 cmd_down() {
 	[ -d "$RUN" ] || { say "nothing to stop in $VAR"; return 0; }
+	nginx_orphans_kill
 	stop_pid nginx QUIT 10
 	stop_pid controller TERM 10
 	stop_pid api TERM 10

@@ -5,7 +5,8 @@
 
 int unit_failures;
 
-static const struct unit_test *const suites[] = { buf_tests, json_tests, strutil_tests, sha256_tests };
+static const struct unit_test *const suites[] = { buf_tests, json_tests, strutil_tests, sha256_tests,
+							metrics_tests, agent_parser_tests };
 
 int main(int argc, char **argv)
 {

@@ -35,4 +35,6 @@ extern const struct unit_test buf_tests[];
 extern const struct unit_test json_tests[];
 extern const struct unit_test strutil_tests[];
 extern const struct unit_test sha256_tests[];
+extern const struct unit_test metrics_tests[];
+extern const struct unit_test agent_parser_tests[];
 #endif

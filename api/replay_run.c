@@ -1,0 +1,371 @@
+/*
+ * Replaying one trajectory in the api (replay.h): create a sandbox like
+ * POST /sandboxes, wait for it like GET /sandboxes/{id}/wait, re-apply
+ * each step through the exec, files, git and archive routes (in process,
+ * replay_subreq.c) so the new sandbox records its own trajectory, judge
+ * each outcome with lib/traj_compare.c (the judge orchardctl replay uses),
+ * and delete the sandbox unless asked to keep it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/evp.h>
+
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "replay.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define JOB_WAIT_MARGIN_S 90          /* past a step's own timeout */
+#define ARCHIVE_MAX (1u << 20)        /* what the api records of an archive (files_raw.c) */
+
+struct replay_ctx {
+	struct api_req *r;
+	const struct api_replay_opts *o;
+	const char *sid;                  /* the new sandbox (owned by sid_buf) */
+	char sid_buf[API_MAX_ID + 1];
+};
+
+static json_object *field(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+
+	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static const char *str_of(json_object *o, const char *key, const char *dflt)
+{
+	json_object *v = field(o, key);
+
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : dflt;
+}
+
+/* Call handler on the new sandbox with a JSON body (or none). */
+static int call_json(struct api_subreq *out, struct replay_ctx *c, const char *method, const char *path,
+		     api_handler handler, json_object *body)
+{
+	struct api_subreq_call call;
+
+	memset(&call, 0, sizeof(call));
+	call.method = method;
+	call.path = path;
+	call.handler = handler;
+	call.id = c->sid;
+	if (body)
+		call.body = orc_json_str(body, &call.body_len);
+	return api_subreq_run(out, c->r, &call);
+}
+
+/* ---- the sandbox ----------------------------------------------------------------- */
+
+/* A refused create is the replay request's answer: its status and code,
+ * the detail saying what it was for. */
+static int reply_refused(struct api_req *r, const struct api_subreq *a)
+{
+	json_object *o = json_object_new_object();
+	const char *s;
+	char *detail;
+	size_t len = 0;
+
+	detail = xasprintf("cannot create a sandbox to replay into: %s",
+			   str_of(a->json, "detail", "the create was refused"));
+	json_object_object_add(o, "detail", orc_json_new_text(detail, strlen(detail)));
+	json_object_object_add(o, "code", json_object_new_string(str_of(a->json, "code", "internal")));
+	json_object_object_add(o, "request_id", json_object_new_string(r->request_id));
+	s = orc_json_str(o, &len);
+	api_req_write(r, (int)a->status, a->status == 503 || a->status == 429 ? "Retry-After: 5\r\n" : NULL,
+		      s, len);
+	json_object_put(o);
+	free(detail);
+	return a->status == 429 ? ORC_EQUOTA : ORC_EINVALID;
+}
+
+static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, const struct orc_traj *t)
+{
+	struct api_subreq a = API_SUBREQ_INIT;
+	struct api_subreq_call call;
+	json_object *header = json_object_array_get_idx(t->lines, 0);
+	json_object *body = orc_traj_create_body(field(header, "sandbox"), c->o->image, t->sandbox_id);
+	const char *sid;
+	int err;
+
+	memset(&call, 0, sizeof(call));
+	call.method = "POST";
+	call.path = "/sandboxes";
+	call.handler = api_sandbox_create;
+	call.body = orc_json_str(body, &call.body_len);
+	if ((err = api_subreq_run(&a, c->r, &call)) < 0) {
+		err = api_reply_error(c->r, err, "cannot create a sandbox to replay into");
+		goto done;
+	}
+	if (a.status != 200) {
+		err = reply_refused(c->r, &a);
+		goto done;
+	}
+	sid = str_of(a.json, "sandbox_id", NULL);
+	if (!sid || strlen(sid) >= sizeof(c->sid_buf)) {
+		err = api_reply_error(c->r, ORC_ERROR, "the sandbox create answered without a sandbox_id");
+		goto done;
+	}
+	snprintf(c->sid_buf, sizeof(c->sid_buf), "%s", sid);
+	c->sid = c->sid_buf;
+	orc_traj_report_sandbox(rep, c->sid);
+	orc_log(ORC_LOG_INFO, "replay started", "sandbox_id", c->sid, "replay_of", t->sandbox_id,
+		"request_id", c->r->request_id, NULL);
+done:
+	api_subreq_release(&a);
+	json_object_put(body);
+	return err;
+}
+
+/* Wait until the new sandbox is ready: 0, or a message in why. */
+static int wait_ready(struct replay_ctx *c, char *why, size_t whylen)
+{
+	struct api_subreq a = API_SUBREQ_INIT;
+	struct api_subreq_call call;
+	char timeout[24];
+	int err;
+
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)c->o->ready_timeout_s);
+	memset(&call, 0, sizeof(call));
+	call.method = "GET";
+	call.path = "/sandboxes/{id}/wait";
+	call.handler = api_sandbox_wait;
+	call.id = c->sid;
+	call.query_key = "timeout";
+	call.query_value = timeout;
+	if ((err = api_subreq_run(&a, c->r, &call)) < 0) {
+		snprintf(why, whylen, "waiting for sandbox %s failed", c->sid);
+		return err;
+	}
+	err = ORC_ERROR;
+	if (a.status == 200 && !strcmp(str_of(a.json, "status", ""), "ready"))
+		err = 0;
+	else if (a.status == 200)
+		snprintf(why, whylen, "sandbox %s did not become ready (status %s%s%s)", c->sid,
+			 str_of(a.json, "status", "?"), field(a.json, "status_message") ? ": " : "",
+			 str_of(a.json, "status_message", ""));
+	else
+		snprintf(why, whylen, "sandbox %s did not become ready: %s (HTTP %ld)", c->sid,
+			 str_of(a.json, "detail", "no detail"), a.status);
+	api_subreq_release(&a);
+	return err;
+}
+
+static void delete_sandbox(struct replay_ctx *c)
+{
+	struct api_subreq a = API_SUBREQ_INIT;
+
+	if (call_json(&a, c, "DELETE", "/sandboxes/{id}", api_sandbox_delete, NULL) < 0 || a.status != 200)
+		orc_log(ORC_LOG_WARN, "replay: cannot delete its sandbox", "sandbox_id", c->sid,
+			"request_id", c->r->request_id, NULL);
+	api_subreq_release(&a);
+}
+
+/* ---- steps ----------------------------------------------------------------------------- */
+
+static int job_done(json_object *job)
+{
+	const char *st = str_of(job, "status", "queued");
+
+	return strcmp(st, "queued") && strcmp(st, "running");
+}
+
+static void step_exec(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+{
+	struct api_subreq a = API_SUBREQ_INIT;
+	json_object *body, *job = NULL;
+	PGresult *res = NULL;
+	const char *job_id;
+	int64_t timeout;
+
+	body = orc_traj_exec_body(rec, &timeout);
+	if (call_json(&a, c, "POST", "/sandboxes/{id}/exec", api_exec_post, body) < 0) {
+		orc_traj_refused(s, "exec failed", 0, NULL);
+		goto done;
+	}
+	if (a.status != 200 || !a.json) {
+		orc_traj_refused(s, "exec refused", a.status, a.json);
+		goto done;
+	}
+	job = json_object_get(a.json);
+	/* wait: true gave up before the job's turn came: it runs on a worker */
+	if (!job_done(job) && (job_id = str_of(job, "job_id", NULL))) {
+		if (api_job_wait_until(&res, c->r->tenant_id, job_id,
+				       orc_mono_ms() + (timeout + JOB_WAIT_MARGIN_S) * 1000) < 0) {
+			orc_traj_refused(s, "waiting for the job failed", 0, NULL);
+			goto done;
+		}
+		json_object_put(job);
+		job = api_job_view(res, 0);
+	}
+	if (!job_done(job)) {
+		orc_traj_refused(s, "the job did not finish in time", 0, NULL);
+		goto done;
+	}
+	orc_traj_judge_exec(s, rec, job, c->o->compare);
+done:
+	PQclear(res);
+	json_object_put(job);
+	json_object_put(body);
+	api_subreq_release(&a);
+}
+
+/* file.write, git.apply, git.reset: one call; success compared. */
+static void step_action(struct replay_ctx *c, json_object *rec, enum orc_traj_kind kind,
+			struct orc_traj_step *s)
+{
+	static const struct {
+		const char *path;
+		api_handler handler;
+	} routes[] = {
+		[ORC_TRAJ_KIND_FILE_WRITE] = { "/sandboxes/{id}/files", api_files_upload },
+		[ORC_TRAJ_KIND_GIT_APPLY] = { "/sandboxes/{id}/apply_patch", api_git_apply },
+		[ORC_TRAJ_KIND_GIT_RESET] = { "/sandboxes/{id}/git/reset", api_git_reset },
+	};
+	struct api_subreq a = API_SUBREQ_INIT;
+	json_object *body = NULL;
+
+	if (orc_traj_action_body(&body, s, rec, kind))
+		return;
+	if (call_json(&a, c, "POST", routes[kind].path, routes[kind].handler, body) < 0)
+		orc_traj_refused(s, "request failed", 0, NULL);
+	else
+		orc_traj_judge_action(s, rec, a.status, a.json, c->o->compare);
+	json_object_put(body);
+	api_subreq_release(&a);
+}
+
+/* Standard base64 (as files_raw.c records it) into out; ORC_EINVALID. */
+static int b64_decode(struct orc_buf *out, const char *s, size_t n)
+{
+	EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
+	unsigned char *buf;
+	int len = 0, fin = 0, err = 0;
+
+	if (!ctx)
+		abort();
+	if (n > 4 * ((size_t)ARCHIVE_MAX / 3 + 1)) {
+		err = ORC_ETOOBIG;
+		goto done;
+	}
+	buf = xmalloc(n / 4 * 3 + 3);
+	EVP_DecodeInit(ctx);
+	if (EVP_DecodeUpdate(ctx, buf, &len, (const unsigned char *)s, (int)n) < 0 ||
+	    EVP_DecodeFinal(ctx, buf + len, &fin) < 0)
+		err = ORC_EINVALID;
+	else
+		orc_buf_add(out, buf, (size_t)(len + fin));
+	free(buf);
+done:
+	EVP_ENCODE_CTX_free(ctx);
+	return err;
+}
+
+/* archive.upload: its recorded tar PUT again; success compared. */
+static void step_archive(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+{
+	struct api_subreq a = API_SUBREQ_INIT;
+	struct api_subreq_call call;
+	struct orc_buf tar = ORC_BUF_INIT;
+	json_object *body = NULL, *content;
+
+	if (orc_traj_action_body(&body, s, rec, ORC_TRAJ_KIND_ARCHIVE))
+		return;
+	content = field(body, "content");
+	if (!json_object_is_type(content, json_type_string) ||
+	    b64_decode(&tar, json_object_get_string(content), (size_t)json_object_get_string_len(content)) < 0) {
+		orc_traj_refused(s, "the recorded archive content is not valid base64 of at most 1 MiB", 0, NULL);
+		goto done;
+	}
+	memset(&call, 0, sizeof(call));
+	call.method = "PUT";
+	call.path = "/sandboxes/{id}/archive";
+	call.handler = api_archive_put;
+	call.id = c->sid;
+	call.query_key = "path";
+	call.query_value = str_of(rec, "path", "");
+	call.body = tar.ptr ? tar.ptr : "";
+	call.body_len = tar.len;
+	call.stream = 1;
+	if (api_subreq_run(&a, c->r, &call) < 0)
+		orc_traj_refused(s, "request failed", 0, NULL);
+	else
+		orc_traj_judge_action(s, rec, a.status, a.json, c->o->compare);
+done:
+	orc_buf_release(&tar);
+	json_object_put(body);
+	api_subreq_release(&a);
+}
+
+static void replay_step(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+{
+	enum orc_traj_kind kind = orc_traj_kind_of(str_of(rec, "type", ""));
+
+	if (orc_mono_ms() >= c->o->deadline_ms) {
+		orc_traj_refused(s, "not run: the replay passed its time limit", 0, NULL);
+		return;
+	}
+	switch (kind) {
+	case ORC_TRAJ_KIND_EXEC:
+		step_exec(c, rec, s);
+		break;
+	case ORC_TRAJ_KIND_FILE_WRITE:
+	case ORC_TRAJ_KIND_GIT_APPLY:
+	case ORC_TRAJ_KIND_GIT_RESET:
+		step_action(c, rec, kind, s);
+		break;
+	case ORC_TRAJ_KIND_ARCHIVE:
+		step_archive(c, rec, s);
+		break;
+	default:
+		orc_traj_skip(s, "this server does not know this kind of step");
+	}
+}
+
+/* ---- one trajectory ---------------------------------------------------------------------- */
+
+int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *t,
+		   const struct api_replay_opts *o)
+{
+	struct orc_traj_report rep;
+	struct replay_ctx c;
+	json_object *header = json_object_array_get_idx(t->lines, 0), *line, *v;
+	size_t i, n = json_object_array_length(t->lines);
+	char why[512];
+	const char *error = NULL;
+	int err;
+
+	memset(&c, 0, sizeof(c));
+	c.r = r;
+	c.o = o;
+	orc_traj_report_init(&rep, NULL, t->sandbox_id,
+			     o->image ? o->image : str_of(field(header, "sandbox"), "image", NULL));
+	if ((err = create_sandbox(&c, &rep, t)) < 0) {
+		json_object_put(orc_traj_report_finish(&rep, "not created", 0));
+		return err;
+	}
+	if (wait_ready(&c, why, sizeof(why)) < 0) {
+		error = why;
+		goto finish;
+	}
+	orc_traj_report_started(&rep);
+	for (i = 1; i < n; i++) {
+		struct orc_traj_step s = ORC_TRAJ_STEP_INIT;
+		line = json_object_array_get_idx(t->lines, i);
+		/* Lines without a step number are context (events, deletion, end). */
+		if (!(v = field(line, "step")) || !json_object_is_type(v, json_type_int))
+			continue;
+		replay_step(&c, line, &s);
+		orc_traj_report_step(&rep, line, json_object_get_int64(v), &s);
+	}
+finish:
+	if (!o->keep)
+		delete_sandbox(&c);
+	*out = orc_traj_report_finish(&rep, error, o->keep);
+	orc_log(ORC_LOG_INFO, "replay finished", "sandbox_id", c.sid, "replay_of", t->sandbox_id,
+		"result", str_of(*out, "result", "?"), "request_id", r->request_id, NULL);
+	return 0;
+}
