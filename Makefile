@@ -59,7 +59,7 @@ controller_LIBS = $(LIBS_pg) $(call pc,libseccomp) $(LIBS_common)
 agent_SRC = $(wildcard agent/*.c)
 agent_LIBS = $(call pc,libmicrohttpd) $(call pc,libgit2) $(call pc,libarchive) -lwslay $(call pc,json-c) -lm -lutil
 cli_SRC = $(wildcard cli/*.c)
-cli_LIBS = $(LIBS_common)
+cli_LIBS = $(call pc,libarchive) $(call pc,libcrypto) $(LIBS_common)
 admin_SRC = $(wildcard cli/admin/*.c)
 admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
 

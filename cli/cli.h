@@ -13,7 +13,9 @@
  * dispatches and help.c and completion.c generate their text; config.c
  * resolves the server, key and CA; http.c talks to the API; output.c prints
  * tables, JSON and errors; cmd_*.c are the command groups (git's builtin/,
- * curl's tool_*).
+ * curl's tool_*). transfer.h declares the byte streams of cp and files
+ * (stream.c, tar_*.c, remote.c, progress.c); ws.h and term.h the PTY
+ * session of shell and exec -t (ws.c, term.c, shell.c).
  *
  * A command returns the process exit status (exec: the command's own).
  */
@@ -38,7 +40,8 @@ struct cli_config {
 void cli_config_release(struct cli_config *cfg);
 
 /* What a command's positional arguments name, for shell completion. */
-enum cli_arg { CLI_ARG_NONE, CLI_ARG_SANDBOX, CLI_ARG_CONTEXT, CLI_ARG_COMMAND, CLI_ARG_SHELL };
+enum cli_arg { CLI_ARG_NONE, CLI_ARG_SANDBOX, CLI_ARG_CONTEXT, CLI_ARG_COMMAND, CLI_ARG_SHELL,
+	       CLI_ARG_FILE /* a local path or ID:PATH */ };
 
 struct cli_cmd {
 	const char *name;
@@ -150,6 +153,19 @@ void cli_path_add_query(struct orc_buf *path, const char *key, const char *value
 void cli_new_idempotency_key(char *out);
 /* A 404 for a route this server lacks, or a 405: an API older than the command. */
 int cli_route_missing(const struct cli_response *r);
+/* The server URL (without trailing slashes) plus path; caller frees. */
+char *cli_url(const struct cli_config *cfg, const char *path);
+/* Report a CURLcode (rc) of method url ("cannot reach the server at ...",
+ * TLS, timeout); returns ORC_ETIMEOUT or ORC_EUNAVAIL. */
+int cli_curl_failed(const struct cli_config *cfg, const char *method, const char *url, int rc,
+		    const char *errbuf);
+/* A CURLcode worth a retry: nothing, or nothing complete, came back. */
+int cli_curl_retryable(int rc);
+/* Before attempt n+1: Retry-After of a 503 (capped) or backoff with jitter. */
+int64_t cli_retry_delay_ms(const struct cli_response *r, int n);
+/* Say so on a terminal (why NULL: a 503), then sleep (ticking req's display, if any). */
+void cli_retry_announce(const char *why, int64_t delay_ms, int attempt);
+void cli_retry_sleep(const struct cli_request *req, int64_t ms);
 
 /* ---- output.c ---- */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -236,6 +252,18 @@ int cli_job_exit_status(json_object *job, long timeout_s);
 /* JOB ID, STATUS, EXIT, AGE, COMMAND, oldest first; only the last `last` (0: all). */
 void cli_job_table(json_object *jobs, size_t last);
 
+/* ---- shell.c: an interactive session on the PTY WebSocket ---- */
+struct cli_pty_opts {
+	const char *id;
+	int argc;                    /* 0: the login shell */
+	char **argv;
+	const char *cwd;             /* NULL: the sandbox's */
+	json_object *env;            /* NULL: none */
+	int login;                   /* login_shell */
+};
+/* Run it with the local terminal raw; the command's exit status (128+N: signal N), or CLI_FAIL. */
+int cli_pty_run(const struct cli_config *cfg, const struct cli_pty_opts *o);
+
 /* ---- commands ---- */
 #define CLI_CMD(name) int cmd_##name(struct cli_config *cfg, int argc, char **argv)
 CLI_CMD(create); CLI_CMD(ls); CLI_CMD(get); CLI_CMD(describe); CLI_CMD(wait); CLI_CMD(rm);
@@ -243,6 +271,9 @@ CLI_CMD(heartbeat); CLI_CMD(exec); CLI_CMD(version); CLI_CMD(help); CLI_CMD(comp
 CLI_CMD(config_set_context); CLI_CMD(config_use_context); CLI_CMD(config_get_contexts);
 CLI_CMD(config_current_context); CLI_CMD(config_view); CLI_CMD(config_delete_context);
 CLI_CMD(jobs_get); CLI_CMD(jobs_wait); CLI_CMD(jobs_ls); CLI_CMD(jobs_cancel); CLI_CMD(jobs_logs);
+CLI_CMD(cp); CLI_CMD(files_ls); CLI_CMD(files_cat); CLI_CMD(files_rm); CLI_CMD(files_mkdir);
+CLI_CMD(patch_apply); CLI_CMD(patch_diff); CLI_CMD(patch_reset); CLI_CMD(shell);
+CLI_CMD(keys_ls); CLI_CMD(keys_revoke); CLI_CMD(tenants_ls); CLI_CMD(tenants_create); CLI_CMD(tenants_set);
 #undef CLI_CMD
 
 /* Usage texts and option tables, kept beside each command's code. */
@@ -251,9 +282,15 @@ extern const char create_usage[], ls_usage[], get_usage[], describe_usage[], wai
 	completion_usage[], config_usage[], config_set_context_usage[], config_use_context_usage[],
 	config_get_contexts_usage[], config_current_context_usage[], config_view_usage[],
 	config_delete_context_usage[], jobs_usage[], jobs_get_usage[], jobs_wait_usage[],
-	jobs_ls_usage[], jobs_cancel_usage[], jobs_logs_usage[];
+	jobs_ls_usage[], jobs_cancel_usage[], jobs_logs_usage[], cp_usage[],
+	files_usage[], files_ls_usage[], files_cat_usage[], files_rm_usage[], files_mkdir_usage[],
+	patch_usage[], patch_apply_usage[], patch_diff_usage[], patch_reset_usage[], shell_usage[],
+	keys_usage[], keys_ls_usage[], keys_revoke_usage[], tenants_usage[], tenants_ls_usage[],
+	tenants_create_usage[], tenants_set_usage[];
 extern const struct option create_opts[], ls_opts[], get_opts[], describe_opts[], wait_opts[],
 	rm_opts[], heartbeat_opts[], exec_opts[], common_opts[], completion_opts[],
 	config_set_context_opts[], config_get_contexts_opts[], config_view_opts[], jobs_get_opts[], jobs_wait_opts[],
-	jobs_ls_opts[], jobs_logs_opts[];
+	jobs_ls_opts[], jobs_logs_opts[], cp_opts[],
+	files_ls_opts[], files_rm_opts[], files_mkdir_opts[], patch_apply_opts[], patch_diff_opts[],
+	patch_reset_opts[], shell_opts[], keys_ls_opts[], tenants_ls_opts[], tenants_set_opts[];
 #endif

@@ -5,7 +5,8 @@
  * one bash script), with wait: true and an Idempotency-Key, so a retry
  * after a connection failure cannot run it twice. Its stdout and stderr are
  * written to ours byte for byte and its exit status becomes ours. stdin,
- * when it is not a terminal, is read to its end and sent along.
+ * when it is not a terminal, is read to its end and sent along. With -t it
+ * runs interactively on the PTY WebSocket instead (shell.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +28,7 @@
 
 const char exec_usage[] =
 	"usage: orchardctl exec ID [--timeout S] [-w DIR] [-e K=V]... [--login]\n"
-	"                          [--detach] [-n] -- CMD [ARG...]\n"
+	"                          [--detach] [-n] [-t] -- CMD [ARG...]\n"
 	"\n"
 	"Run CMD with its arguments in sandbox ID (directly, not through a shell),\n"
 	"write its stdout and stderr to ours and exit with its exit status.\n"
@@ -42,7 +43,9 @@ const char exec_usage[] =
 	"  --login            run through bash as a login shell that reads ~/.bashrc;\n"
 	"                     one ARG is a script, several are quoted and joined\n"
 	"  -d, --detach       do not wait: print the job id (see `orchardctl jobs`)\n"
-	"  -n, --no-stdin     do not read stdin (like ssh -n, for loops over stdin)\n";
+	"  -n, --no-stdin     do not read stdin (like ssh -n, for loops over stdin)\n"
+	"  -t, --tty          run it interactively on a terminal, as `orchardctl shell\n"
+	"                     ID -- CMD` does (no --timeout or --detach)\n";
 
 enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE, OPT_LOGIN };
 
@@ -55,13 +58,14 @@ const struct option exec_opts[] = {
 	{ "login", no_argument, NULL, OPT_LOGIN },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "no-stdin", no_argument, NULL, 'n' },
+	{ "tty", no_argument, NULL, 't' },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct exec_args {
 	const char *id, *cwd;
 	int64_t timeout;             /* 0: the server's default */
-	int login, detach, no_stdin;
+	int login, detach, no_stdin, tty;
 	json_object *env;            /* NULL: none */
 	int cmd_start;               /* argv index of CMD */
 };
@@ -76,7 +80,7 @@ static int parse_args(struct exec_args *a, struct cli_config *cfg, int argc, cha
 
 	optind = 0;
 	for (;;) {
-		while ((opt = getopt_long(argc, argv, "+e:w:dn", exec_opts, NULL)) != -1) {
+		while ((opt = getopt_long(argc, argv, "+e:w:dnt", exec_opts, NULL)) != -1) {
 			switch (opt) {
 			case OPT_TIMEOUT:
 				if (cli_parse_duration(&a->timeout, optarg, 1, EXEC_TIMEOUT_MAX_S) < 0)
@@ -97,6 +101,7 @@ static int parse_args(struct exec_args *a, struct cli_config *cfg, int argc, cha
 			case OPT_LOGIN: a->login = 1; break;
 			case 'd': a->detach = 1; break;
 			case 'n': a->no_stdin = 1; break;
+			case 't': a->tty = 1; break;
 			default:
 				if (cli_common_option(cfg, opt, optarg) < 0)
 					return cli_bad_option(exec_usage);
@@ -111,6 +116,8 @@ static int parse_args(struct exec_args *a, struct cli_config *cfg, int argc, cha
 	if (optind >= argc)
 		return cli_usage_error(exec_usage, "exec: expected a command after the ID (exec %s -- CMD...)",
 				       a->id);
+	if (a->tty && (a->detach || a->timeout))
+		return cli_usage_error(exec_usage, "exec: -t runs on a terminal: no --detach or --timeout");
 	for (a->cmd_start = optind; optind < argc; optind++)
 		if (!orc_utf8_valid(argv[optind], strlen(argv[optind])))
 			return cli_usage_error(exec_usage, "exec: argument %d is not valid UTF-8", optind);
@@ -218,7 +225,7 @@ static json_object *request_body(const struct exec_args *a, json_object *cmd, co
 
 int cmd_exec(struct cli_config *cfg, int argc, char **argv)
 {
-	struct exec_args a = { NULL, NULL, 0, 0, 0, 0, NULL, 0 };
+	struct exec_args a = { NULL, NULL, 0, 0, 0, 0, 0, NULL, 0 };
 	struct orc_buf in = ORC_BUF_INIT;
 	char idem[33];
 	struct cli_request req = { "POST", NULL, NULL, idem, 0, NULL, NULL };
@@ -228,6 +235,11 @@ int cmd_exec(struct cli_config *cfg, int argc, char **argv)
 
 	if ((rc = parse_args(&a, cfg, argc, argv)) != 0 || (rc = cli_config_check(cfg)) != 0)
 		goto done;
+	if (a.tty) {
+		struct cli_pty_opts o = { a.id, argc - a.cmd_start, argv + a.cmd_start, a.cwd, a.env, a.login };
+		rc = cli_pty_run(cfg, &o);
+		goto done;
+	}
 	rc = CLI_FAIL;
 	if (!a.no_stdin) {
 		int err = read_stdin(&in);

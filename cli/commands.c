@@ -21,7 +21,7 @@ const char cli_main_usage[] =
 	"  the current context of ~/.config/orchard/config ($ORCHARD_CONFIG)\n"
 	"\n"
 	"Exit status: 0 ok, 1 API or network error, 2 usage error;\n"
-	"exec and jobs wait exit with the command's own status (124: it timed out).\n";
+	"exec, jobs wait and shell exit with the command's own status (124: it timed out).\n";
 
 static const struct cli_cmd config_cmds[] = {
 	{ "set-context", cmd_config_set_context, "create or update a context", config_set_context_usage,
@@ -64,11 +64,65 @@ static const struct cli_cmd jobs_cmds[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
 };
 
+static const struct cli_cmd files_cmds[] = {
+	{ "ls", cmd_files_ls, "list a directory of a sandbox", files_ls_usage,
+	  "  orchardctl files ls demo\n  orchardctl files ls demo /etc -q\n"
+	  "  orchardctl files ls demo src -o json | jq -r '.files[].name'\n",
+	  files_ls_opts, NULL, CLI_ARG_SANDBOX },
+	{ "cat", cmd_files_cat, "print files of a sandbox", files_cat_usage,
+	  "  orchardctl files cat demo /etc/os-release\n  orchardctl files cat demo out.json | jq .\n",
+	  common_opts, NULL, CLI_ARG_SANDBOX },
+	{ "rm", cmd_files_rm, "remove files or directories in a sandbox", files_rm_usage,
+	  "  orchardctl files rm demo tmp.txt\n  orchardctl files rm -rf demo build\n",
+	  files_rm_opts, NULL, CLI_ARG_SANDBOX },
+	{ "mkdir", cmd_files_mkdir, "create directories in a sandbox", files_mkdir_usage,
+	  "  orchardctl files mkdir demo out\n  orchardctl files mkdir -p -m 0700 demo /workspace/a/b\n",
+	  files_mkdir_opts, NULL, CLI_ARG_SANDBOX },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
+static const struct cli_cmd patch_cmds[] = {
+	{ "apply", cmd_patch_apply, "apply a patch to the working tree", patch_apply_usage,
+	  "  orchardctl patch apply demo fix.patch\n"
+	  "  git diff | orchardctl patch apply demo --check\n",
+	  patch_apply_opts, NULL, CLI_ARG_SANDBOX },
+	{ "diff", cmd_patch_diff, "print the working tree's changes as a patch", patch_diff_usage,
+	  "  orchardctl patch diff demo > model.patch\n"
+	  "  orchardctl patch diff demo --cwd /workspace/repo -o json | jq .files\n",
+	  patch_diff_opts, NULL, CLI_ARG_SANDBOX },
+	{ "reset", cmd_patch_reset, "reset the working tree to a commit", patch_reset_usage,
+	  "  orchardctl patch reset demo\n  orchardctl patch reset demo HEAD~1 --remove-ignored\n",
+	  patch_reset_opts, NULL, CLI_ARG_SANDBOX },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
 static const struct cli_cmd trajectory_cmds[] = {
 	{ "export", cmd_trajectory_export, "export trajectories as JSON lines", trajectory_export_usage,
 	  "  orchardctl trajectory export demo -o demo.jsonl\n"
 	  "  orchardctl trajectory export --all -l run=42 --limit 500 -o run42.jsonl\n",
 	  trajectory_export_opts, NULL, CLI_ARG_SANDBOX },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
+static const struct cli_cmd keys_cmds[] = {
+	{ "ls", cmd_keys_ls, "list API keys", keys_ls_usage,
+	  "  orchardctl keys ls\n  orchardctl keys ls --tenant research -o json\n",
+	  keys_ls_opts, NULL, CLI_ARG_NONE },
+	{ "revoke", cmd_keys_revoke, "revoke API keys", keys_revoke_usage,
+	  "  orchardctl keys revoke 0123456789ab\n", common_opts, NULL, CLI_ARG_NONE },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
+static const struct cli_cmd tenants_cmds[] = {
+	{ "ls", cmd_tenants_ls, "list tenants with usage and quotas", tenants_ls_usage,
+	  "  orchardctl tenants ls\n  orchardctl tenants ls -o json | jq '.tenants[].usage'\n",
+	  tenants_ls_opts, NULL, CLI_ARG_NONE },
+	{ "create", cmd_tenants_create, "create a tenant", tenants_create_usage,
+	  "  orchardctl tenants create research --max-sandboxes 100 --max-cpu 4 --max-memory 16Gi\n",
+	  tenants_set_opts, NULL, CLI_ARG_NONE },
+	{ "set", cmd_tenants_set, "change a tenant's quotas", tenants_set_usage,
+	  "  orchardctl tenants set research --max-sandboxes 200 --max-memory none\n",
+	  tenants_set_opts, NULL, CLI_ARG_NONE },
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
 };
 
@@ -99,6 +153,26 @@ const struct cli_cmd cli_commands[] = {
 	  "  orchardctl exec demo --login -- 'conda activate py311 && pytest -q'\n"
 	  "  JOB=$(orchardctl exec --detach demo -- sleep 60)\n",
 	  exec_opts, NULL, CLI_ARG_SANDBOX },
+	{ "shell", cmd_shell, "open an interactive terminal in a sandbox", shell_usage,
+	  "  orchardctl shell demo\n"
+	  "  orchardctl shell demo -w /tmp -e LANG=C.UTF-8\n"
+	  "  orchardctl shell demo -- python3\n",
+	  shell_opts, NULL, CLI_ARG_SANDBOX },
+	{ "cp", cmd_cp, "copy files and directories to and from a sandbox", cp_usage,
+	  "  orchardctl cp model.bin demo:/workspace/\n"
+	  "  orchardctl cp ./src demo:/workspace/src\n"
+	  "  orchardctl cp demo:/workspace/out ./out\n"
+	  "  orchardctl cp demo:/var/log/app.log - | tail\n"
+	  "  echo 'print(1)' | orchardctl cp - demo:main.py\n"
+	  "  tar -C src -c . | orchardctl cp --tar - demo:/workspace/src\n",
+	  cp_opts, NULL, CLI_ARG_FILE },
+	{ "files", NULL, "list, print, remove and create files in a sandbox", files_usage,
+	  "  orchardctl files ls demo\n  orchardctl files cat demo /etc/hostname\n",
+	  NULL, files_cmds, CLI_ARG_COMMAND },
+	{ "patch", NULL, "apply, show and reset changes to a git working tree", patch_usage,
+	  "  orchardctl patch apply demo fix.patch\n  orchardctl patch diff demo > model.patch\n"
+	  "  orchardctl patch reset demo\n",
+	  NULL, patch_cmds, CLI_ARG_COMMAND },
 	{ "jobs", NULL, "inspect, wait for and cancel jobs", jobs_usage,
 	  "  orchardctl jobs ls demo\n  orchardctl jobs wait \"$JOB\" && orchardctl jobs logs \"$JOB\"\n",
 	  NULL, jobs_cmds, CLI_ARG_COMMAND },
@@ -120,6 +194,11 @@ const struct cli_cmd cli_commands[] = {
 	  "  orchardctl stats\n"
 	  "  orchardctl stats --tenant research -o json | jq .failure_reasons\n",
 	  stats_opts, NULL, CLI_ARG_NONE },
+	{ "keys", NULL, "list and revoke API keys (admin)", keys_usage,
+	  "  orchardctl keys ls\n  orchardctl keys revoke 0123456789ab\n", NULL, keys_cmds, CLI_ARG_COMMAND },
+	{ "tenants", NULL, "list, create and limit tenants (admin)", tenants_usage,
+	  "  orchardctl tenants ls\n  orchardctl tenants create research --max-sandboxes 100\n",
+	  NULL, tenants_cmds, CLI_ARG_COMMAND },
 	{ "config", NULL, "manage contexts in the config file", config_usage,
 	  "  orchardctl config set-context dev --url https://127.0.0.1:8443 --api-key \"$KEY\"\n"
 	  "  orchardctl config use-context dev\n  orchardctl config view\n",

@@ -2,7 +2,8 @@
  * orchardctl completion bash|zsh: a completion script generated from the
  * commands table and each command's getopt table, so it knows every
  * command, subcommand and option there is. Sandbox ids and context names
- * are completed by asking orchardctl itself (ls -q, config get-contexts -q).
+ * are completed by asking orchardctl itself (ls -q, config get-contexts -q);
+ * cp's operands are local files or "ID:".
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -169,6 +170,9 @@ static void bash_script(void)
 	       "    ");
 	print_arg_keys(CLI_ARG_CONTEXT);
 	printf(") COMPREPLY=($(compgen -W \"$(orchardctl config get-contexts -q 2>/dev/null)\" -- \"$cur\")) ;;\n"
+	       "    ");
+	print_arg_keys(CLI_ARG_FILE);
+	printf(") COMPREPLY=($(compgen -f -- \"$cur\") $(compgen -W \"$(orchardctl ls -q 2>/dev/null | sed 's/$/:/')\" -- \"$cur\")) ;;\n"
 	       "    completion) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
 	       "    help) COMPREPLY=($(compgen -W \"");
 	print_names(cli_commands, " ");
@@ -237,6 +241,9 @@ static void zsh_script(void)
 	       "    (");
 	print_arg_keys(CLI_ARG_CONTEXT);
 	printf(") compadd -- ${(f)\"$(orchardctl config get-contexts -q 2>/dev/null)\"} ;;\n"
+	       "    (");
+	print_arg_keys(CLI_ARG_FILE);
+	printf(") _files; compadd -S '' -- ${(f)\"$(orchardctl ls -q 2>/dev/null | sed 's/$/:/')\"} ;;\n"
 	       "    (completion) compadd bash zsh ;;\n"
 	       "    (help) compadd -- ");
 	print_names(cli_commands, " ");

@@ -16,6 +16,7 @@
 #include "err.h"
 #include "json.h"
 #include "strutil.h"
+#include "transfer.h"
 #include "xalloc.h"
 
 #define CLI_CONNECT_TIMEOUT_S 10L
@@ -49,7 +50,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 }
 
 /* A header's value with surrounding blanks trimmed, or NULL when it is not name. */
-static const char *header_value(const char *data, size_t n, const char *name, size_t *len)
+const char *cli_header_value(const char *data, size_t n, const char *name, size_t *len)
 {
 	size_t nl = strlen(name);
 	const char *v;
@@ -85,19 +86,19 @@ static long parse_retry_after(const char *v, size_t len)
 	return when > time(NULL) ? (long)(when - time(NULL)) : 0;
 }
 
-static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+size_t cli_on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct cli_response *r = arg;
 	size_t n = size * nmemb, i, len;
 	const char *v;
 
-	if ((v = header_value(data, n, "x-request-id:", &len)) != NULL) {
+	if ((v = cli_header_value(data, n, "x-request-id:", &len)) != NULL) {
 		if (len >= sizeof(r->request_id))
 			len = sizeof(r->request_id) - 1;
 		for (i = 0; i < len; i++)
 			r->request_id[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
 		r->request_id[len] = '\0';
-	} else if ((v = header_value(data, n, "retry-after:", &len)) != NULL) {
+	} else if ((v = cli_header_value(data, n, "retry-after:", &len)) != NULL) {
 		r->retry_after_s = parse_retry_after(v, len);
 	}
 	return n;
@@ -170,17 +171,15 @@ static int is_connection_failure(CURLcode rc)
 	       rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE;
 }
 
-static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
-			const struct cli_request *req, const char *url, char *errbuf)
+CURL *cli_curl_open(struct curl_slist **hdrs_out, const struct cli_config *cfg, const struct cli_request *req,
+		    const char *url, char *errbuf)
 {
-	struct ticker ticker = { req, 0 };
 	struct curl_slist *hdrs = NULL;
 	char *h;
-	CURLcode rc;
 	CURL *curl;
 
 	if (!(curl = curl_easy_init()))
-		return CURLE_FAILED_INIT;
+		return NULL;
 	hdrs = curl_slist_append(hdrs, "Accept: application/json");
 	if (req->body)
 		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
@@ -198,35 +197,87 @@ static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 	hdrs = curl_slist_append(hdrs, "Expect:");
 
 	curl_easy_setopt(curl, CURLOPT_URL, url);
-	curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
-	if (!strcmp(req->method, "GET"))
-		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
-	if (req->body) {
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->body);
-		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(req->body));
+	if (req->method) {
+		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+		if (!strcmp(req->method, "GET"))
+			curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
 	}
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(curl, CURLOPT_USERAGENT, "orchardctl/" CLI_VERSION);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, CLI_CONNECT_TIMEOUT_S);
-	curl_easy_setopt(curl, CURLOPT_TIMEOUT, req->timeout_s > 0 ? req->timeout_s : CLI_DEFAULT_TIMEOUT_S);
+	if (req->timeout_s >= 0)
+		curl_easy_setopt(curl, CURLOPT_TIMEOUT, req->timeout_s > 0 ? req->timeout_s : CLI_DEFAULT_TIMEOUT_S);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (cfg->cacert && *cfg->cacert)
 		curl_easy_setopt(curl, CURLOPT_CAINFO, cfg->cacert);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+	errbuf[0] = '\0';
+	*hdrs_out = hdrs;
+	return curl;
+}
+
+char *cli_url(const struct cli_config *cfg, const char *path)
+{
+	size_t base_len = strlen(cfg->url);
+
+	while (base_len && cfg->url[base_len - 1] == '/')
+		base_len--;
+	return xasprintf("%.*s%s", (int)base_len, cfg->url, path);
+}
+
+int cli_curl_failed(const struct cli_config *cfg, const char *method, const char *url, int rc,
+		    const char *errbuf)
+{
+	const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)rc);
+
+	switch ((CURLcode)rc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		cli_error("%s %s timed out: %s", method, url, why);
+		return ORC_ETIMEOUT;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CONNECT_ERROR:
+		cli_error("TLS with %s failed: %s (set ORCHARD_CACERT or --cacert to the CA that "
+			  "signed the server's certificate)", cfg->url, why);
+		return ORC_EUNAVAIL;
+	default:
+		cli_error("cannot reach the server at %s: %s", cfg->url, why);
+		return ORC_EUNAVAIL;
+	}
+}
+
+int cli_curl_retryable(int rc)
+{
+	return is_connection_failure((CURLcode)rc);
+}
+
+static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
+			const struct cli_request *req, const char *url, char *errbuf)
+{
+	struct ticker ticker = { req, 0 };
+	struct curl_slist *hdrs = NULL;
+	CURLcode rc;
+	CURL *curl;
+
+	if (!(curl = cli_curl_open(&hdrs, cfg, req, url, errbuf)))
+		return CURLE_FAILED_INIT;
+	if (req->body) {
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(req->body));
+	}
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
-	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, cli_on_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
-	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
 	if (req->tick) {
 		ticker.last_ms = orc_mono_ms();
 		curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &ticker);
 		curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
 	}
-	errbuf[0] = '\0';
 
 	rc = curl_easy_perform(curl);
 	if (rc == CURLE_OK)
@@ -238,7 +289,7 @@ static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 
 /* Before attempt n+1 (n >= 1): Retry-After when the server gave one (at most
  * RETRY_AFTER_MAX_S), else 0.5 s, 1 s, 2 s... (at most 8 s) plus up to 50 % jitter. */
-static int64_t retry_delay_ms(const struct cli_response *r, int n)
+int64_t cli_retry_delay_ms(const struct cli_response *r, int n)
 {
 	unsigned char jitter;
 	int64_t ms;
@@ -253,7 +304,7 @@ static int64_t retry_delay_ms(const struct cli_response *r, int n)
 }
 
 /* Sleep, keeping the caller's progress display alive. */
-static void retry_sleep(const struct cli_request *req, int64_t ms)
+void cli_retry_sleep(const struct cli_request *req, int64_t ms)
 {
 	int64_t end = orc_mono_ms() + ms, left;
 	struct timespec ts;
@@ -264,25 +315,29 @@ static void retry_sleep(const struct cli_request *req, int64_t ms)
 		ts.tv_sec = (time_t)(left / 1000);
 		ts.tv_nsec = (long)(left % 1000) * 1000000L;
 		nanosleep(&ts, NULL);
-		if (req->tick)
+		if (req && req->tick)
 			req->tick(req->tick_arg);
 	}
+}
+
+void cli_retry_announce(const char *why, int64_t delay_ms, int attempt)
+{
+	if (cli_stderr_is_tty())
+		fprintf(stderr, "\r\033[Korchardctl: %s; retrying in %.1fs (attempt %d of %d)\n",
+			why ? why : "the server is busy (HTTP 503)", (double)delay_ms / 1000, attempt + 1,
+			CLI_HTTP_ATTEMPTS);
 }
 
 int cli_http(struct cli_response *out, const struct cli_config *cfg, const struct cli_request *req)
 {
 	char errbuf[CURL_ERROR_SIZE];
 	struct cli_response r = CLI_RESPONSE_INIT;
-	size_t base_len;
 	char *url = NULL;
 	int attempt, retryable, err = 0;
 	int64_t delay;
 	CURLcode rc = CURLE_OK;
 
-	base_len = strlen(cfg->url);
-	while (base_len && cfg->url[base_len - 1] == '/')
-		base_len--;
-	url = xasprintf("%.*s%s", (int)base_len, cfg->url, req->path);
+	url = cli_url(cfg, req->path);
 	retryable = strcmp(req->method, "POST") != 0 || req->idempotency_key != NULL;
 
 	for (attempt = 1;; attempt++) {
@@ -293,32 +348,18 @@ int cli_http(struct cli_response *out, const struct cli_config *cfg, const struc
 			break;
 		if (rc == CURLE_OK ? r.status != 503 : !is_connection_failure(rc))
 			break;
-		delay = retry_delay_ms(&r, attempt);
-		if (cli_stderr_is_tty())
-			fprintf(stderr, "\r\033[Korchardctl: %s; retrying in %.1fs (attempt %d of %d)\n",
-				rc == CURLE_OK ? "the server is busy (HTTP 503)" :
-				(errbuf[0] ? errbuf : curl_easy_strerror(rc)),
-				(double)delay / 1000, attempt + 1, CLI_HTTP_ATTEMPTS);
-		retry_sleep(req, delay);
+		delay = cli_retry_delay_ms(&r, attempt);
+		cli_retry_announce(rc == CURLE_OK ? NULL : (errbuf[0] ? errbuf : curl_easy_strerror(rc)),
+				   delay, attempt);
+		cli_retry_sleep(req, delay);
 	}
 	if (rc != CURLE_OK) {
-		const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-
-		if (rc == CURLE_OPERATION_TIMEDOUT) {
-			cli_error("%s %s timed out: %s", req->method, url, why);
-			err = ORC_ETIMEOUT;
-		} else if (rc == CURLE_WRITE_ERROR && r.too_big) {
+		if (rc == CURLE_WRITE_ERROR && r.too_big) {
 			cli_error("response to %s %s is larger than %zu bytes", req->method, url,
 				  CLI_RESPONSE_MAX);
 			err = ORC_ETOOBIG;
-		} else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
-			   rc == CURLE_SSL_CONNECT_ERROR) {
-			cli_error("TLS with %s failed: %s (set ORCHARD_CACERT or --cacert to the CA that "
-				  "signed the server's certificate)", cfg->url, why);
-			err = ORC_EUNAVAIL;
 		} else {
-			cli_error("cannot reach the server at %s: %s", cfg->url, why);
-			err = ORC_EUNAVAIL;
+			err = cli_curl_failed(cfg, req->method, url, rc, errbuf);
 		}
 		goto done;
 	}

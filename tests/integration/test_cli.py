@@ -26,10 +26,15 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ORCHARD_TEST_ORCHARDCTL tries another build (e.g. a sanitizer one) against the same tests.
 CTL = os.environ.get("ORCHARD_TEST_ORCHARDCTL") or os.path.join(REPO, "bin", "orchardctl")
-COMMANDS = ["create", "ls", "get", "describe", "wait", "exec", "jobs", "trajectory", "replay", "rm", "heartbeat",
-            "stats", "config", "completion", "version", "help"]
-SUBCOMMANDS = {"jobs": ["ls", "get", "wait", "logs", "cancel"],
+COMMANDS = ["create", "ls", "get", "describe", "wait", "exec", "shell", "cp", "files", "patch", "jobs",
+            "trajectory", "replay", "rm", "heartbeat", "stats", "keys", "tenants", "config", "completion",
+            "version", "help"]
+SUBCOMMANDS = {"files": ["ls", "cat", "rm", "mkdir"],
+               "patch": ["apply", "diff", "reset"],
+               "jobs": ["ls", "get", "wait", "logs", "cancel"],
                "trajectory": ["export"],
+               "keys": ["ls", "revoke"],
+               "tenants": ["ls", "create", "set"],
                "config": ["set-context", "use-context", "get-contexts", "current-context",
                           "view", "delete-context"]}
 KEY = "orch_0123456789ab_" + "f" * 40
@@ -102,6 +107,23 @@ def test_help_lists_every_command_and_each_has_usage_and_examples(home):
     (["config", "set-context", "dev", "--url", "ftp://x"], "--url must start with"),
     (["completion", "fish"], 'unknown shell "fish"'),
     (["help", "nosuch"], 'unknown command "nosuch"'),
+    (["exec", "-t", "--detach", "sb1", "--", "sh"], "no --detach or --timeout"),
+    (["cp", "sb1:/x"], "expected SRC and DST"),
+    (["cp", "a", "b"], "one of SRC and DST must be ID:PATH"),
+    (["cp", "sb1:/a", "sb2:/b"], "copy through a local directory"),
+    (["cp", "--tar", "dir", "sb1:/x"], "--tar is for -"),
+    (["files"], "files: missing subcommand"),
+    (["files", "ls"], "expected ID"),
+    (["files", "cat", "sb1"], "at least one PATH"),
+    (["files", "mkdir", "-m", "rwx", "sb1", "d"], "--mode wants octal"),
+    (["patch", "apply", "sb1", "a.patch", "b.patch"], "at most one FILE"),
+    (["patch", "diff", "sb1", "-o", "yaml"], "-o wants json"),
+    (["shell"], "expected a sandbox ID"),
+    (["shell", "sb1", "-e", "novalue"], "-e wants K=V"),
+    (["keys", "revoke"], "expected at least one KEY"),
+    (["tenants", "create", "Bad_Name"], "expected one NAME"),
+    (["tenants", "set", "t1"], "nothing to change"),
+    (["tenants", "set", "t1", "--max-cpu", "lots"], 'invalid --max-cpu "lots"'),
 ])
 def test_bad_usage_exits_2_with_a_message_and_usage(home, args, message):
     # A server that would answer is configured: exit 2 proves nothing was sent.
@@ -294,11 +316,12 @@ class FakeHandler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, headers, body = answer
-        data = json.dumps(body).encode()
+        binary = isinstance(body, bytes)  # sent as it is (a tar stream)
+        data = body if binary else json.dumps(body).encode()
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/octet-stream" if binary else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
