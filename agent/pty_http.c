@@ -9,7 +9,7 @@
 #include "err.h"
 #include "log.h"
 #include "server.h"
-#include "stream_b64.h"
+#include "base64.h"
 #include "strutil.h"
 #include "ws.h"
 
@@ -46,7 +46,7 @@ static int has_token(const char *value, const char *token)
 static int valid_key(const char *key)
 {
 	struct orc_buf b = ORC_BUF_INIT;
-	int ok = agent_stream_b64_decode(&b, key, strlen(key)) == 0 && b.len == 16;
+	int ok = orc_base64_decode(&b, key, strlen(key)) == 0 && b.len == 16;
 
 	orc_buf_release(&b);
 	return ok;

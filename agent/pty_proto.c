@@ -6,7 +6,7 @@
 
 #include "err.h"
 #include "json.h"
-#include "stream_b64.h"
+#include "base64.h"
 #include "xalloc.h"
 
 typedef int (*parse_fn)(struct pty_msg *m, char *err, size_t errlen);
@@ -115,7 +115,7 @@ static int parse_stdin(struct pty_msg *m, char *err, size_t errlen)
 	if (!json_object_object_get_ex(m->root, "data", &v) || !v ||
 	    !json_object_is_type(v, json_type_string))
 		return fail(err, errlen, "field 'data' must be a base64 string");
-	if (agent_stream_b64_decode(&m->data, json_object_get_string(v),
+	if (orc_base64_decode(&m->data, json_object_get_string(v),
 			     (size_t)json_object_get_string_len(v)) < 0)
 		return fail(err, errlen, "field 'data' is not valid base64");
 	return 0;
@@ -217,7 +217,7 @@ void pty_frame_ready(struct orc_buf *out, long pid, const char *session_id, unsi
 void pty_frame_stdout(struct orc_buf *out, const char *data, size_t n)
 {
 	orc_buf_adds(out, "{\"type\":\"stdout\",\"data\":\"");
-	agent_stream_b64_encode(out, data, n);
+	orc_base64_encode(out, data, n);
 	orc_buf_adds(out, "\"}");
 }
 

@@ -11,7 +11,7 @@
 #include "err.h"
 #include "json.h"
 #include "log.h"
-#include "stream_b64.h"
+#include "base64.h"
 #include "xalloc.h"
 
 #define RUNNER_STACK (256 * 1024)
@@ -99,7 +99,7 @@ static void push_output(struct agent_stream *s, int fd, const char *data, size_t
 	if (!n)
 		return;
 	orc_buf_adds(&b, fd == 1 ? "{\"type\":\"stdout\",\"data\":\"" : "{\"type\":\"stderr\",\"data\":\"");
-	agent_stream_b64_encode(&b, data, n);
+	orc_base64_encode(&b, data, n);
 	orc_buf_adds(&b, "\"}");
 	push(s, &b);
 }

@@ -10,7 +10,7 @@
 #include <wslay/wslay.h>
 
 #include "err.h"
-#include "stream_b64.h"
+#include "base64.h"
 #include "xalloc.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
@@ -214,7 +214,7 @@ void agent_ws_accept(char out[29], const char *key)
 	orc_buf_adds(&in, key);
 	orc_buf_adds(&in, WS_GUID);
 	agent_ws_sha1(digest, in.ptr, in.len);
-	agent_stream_b64_encode(&b64, digest, sizeof(digest));
+	orc_base64_encode(&b64, digest, sizeof(digest));
 	memcpy(out, b64.ptr, 28);
 	out[28] = '\0';
 	orc_buf_release(&in);

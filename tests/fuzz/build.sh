@@ -26,10 +26,10 @@ declare -A SRC INC LIBS
 TARGETS=(json quantity utf8 tar_name path b64 git_patch pty_frame exec_request api_create api_exec)
 SRC[tar_name]="agent/tar_name.c agent/fsutil.c";      INC[tar_name]=agent
 SRC[path]="agent/fsutil.c";                          INC[path]=agent
-SRC[b64]="agent/files_base64.c agent/stream_b64.c";  INC[b64]=agent
+SRC[b64]="agent/files_base64.c";                INC[b64]=agent
 SRC[git_patch]="agent/git_patch.c";                  INC[git_patch]=agent
 LIBS[git_patch]="$($PKG_CONFIG --libs libgit2)"
-SRC[pty_frame]="agent/pty_proto.c agent/stream_b64.c"; INC[pty_frame]=agent
+SRC[pty_frame]="agent/pty_proto.c";                  INC[pty_frame]=agent
 SRC[exec_request]="agent/cancel.c";                  INC[exec_request]=agent
 SRC[api_create]="api/validate.c";       INC[api_create]=api
 SRC[api_exec]="api/validate.c";                      INC[api_exec]=api

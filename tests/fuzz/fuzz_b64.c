@@ -1,6 +1,6 @@
 /*
  * agent_b64_decode (agent/files_base64.c: the "content" of POST
- * /files/base64) and agent_stream_b64_decode (agent/stream_b64.c: the
+ * /files/base64) and orc_base64_decode (lib/base64.c: the
  * "data" of PTY stdin frames).
  *
  * Properties: agent_b64_decode writes no more than the 3 * ceil(n / 4)
@@ -14,7 +14,7 @@
 #include "buf.h"
 #include "err.h"
 #include "files.h"
-#include "stream_b64.h"
+#include "base64.h"
 
 static size_t unpadded(const char *s, size_t n)
 {
@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	loose_ok = agent_b64_decode(out, &outlen, s, size) == 0;
 	if (loose_ok) {
 		FUZZ_ASSERT(outlen <= room);
-		FUZZ_ASSERT(agent_stream_b64_encode(&enc, out, outlen) == 0);
+		FUZZ_ASSERT(orc_base64_encode(&enc, out, outlen) == 0);
 		/* canonical: the same digits, and padding either absent or exact */
 		FUZZ_ASSERT(unpadded(enc.ptr ? enc.ptr : "", enc.len) == unpadded(s, size));
 		FUZZ_ASSERT(!memcmp(orc_buf_cstr(&enc), s, unpadded(s, size)));
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(outlen == (size_t)-1);
 	}
 
-	strict_ok = agent_stream_b64_decode(&strict, s, size) == 0;
+	strict_ok = orc_base64_decode(&strict, s, size) == 0;
 	if (strict_ok) {
 		FUZZ_ASSERT(size % 4 == 0 && strict.len <= room);
 		if (loose_ok)
@@ -55,8 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* Arbitrary bytes: encode, then both decoders give them back. */
 	orc_buf_reset(&enc);
-	FUZZ_ASSERT(agent_stream_b64_encode(&enc, data, size) == 0);
-	FUZZ_ASSERT(agent_stream_b64_decode(&rt, orc_buf_cstr(&enc), enc.len) == 0);
+	FUZZ_ASSERT(orc_base64_encode(&enc, data, size) == 0);
+	FUZZ_ASSERT(orc_base64_decode(&rt, orc_buf_cstr(&enc), enc.len) == 0);
 	FUZZ_ASSERT(rt.len == size && !memcmp(orc_buf_cstr(&rt), data, size));
 	free(out);
 	out = malloc(3 * ((enc.len + 3) / 4) + 1);

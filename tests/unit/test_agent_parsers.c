@@ -3,7 +3,7 @@
  * tar entry names (tar_name.c), base64 (stream_b64.c) and the PTY frames
  * (pty_proto.c). As with sha256, the agent's sources are not linked into
  * bin/unit-tests, so these files are compiled in here; they need libc,
- * json-c and lib/ only. The fuzz targets (tests/fuzz) check that nothing
+ * json-c and lib/ only (base64 is lib/base64.c). The fuzz targets (tests/fuzz) check that nothing
  * crashes; these check the answers.
  */
 #include <signal.h>
@@ -12,7 +12,7 @@
 
 #include "../../agent/fsutil.c"
 #include "../../agent/pty_proto.c"
-#include "../../agent/stream_b64.c"
+#include "../../lib/base64.c"
 #include "../../agent/tar_name.c"
 #include "unit.h"
 
@@ -107,10 +107,10 @@ static void base64_known_answers_and_round_trips(void)
 
 	for (i = 0; i < sizeof(vec) / sizeof(*vec); i++) {
 		orc_buf_reset(&b);
-		CHECK(agent_stream_b64_encode(&b, vec[i][0], strlen(vec[i][0])) == 0);
+		CHECK(orc_base64_encode(&b, vec[i][0], strlen(vec[i][0])) == 0);
 		CHECK(b.len == strlen(vec[i][1]) && !memcmp(b.ptr ? b.ptr : "", vec[i][1], b.len));
 		orc_buf_reset(&b);
-		CHECK(agent_stream_b64_decode(&b, vec[i][1], strlen(vec[i][1])) == 0);
+		CHECK(orc_base64_decode(&b, vec[i][1], strlen(vec[i][1])) == 0);
 		CHECK(b.len == strlen(vec[i][0]) && !memcmp(b.ptr ? b.ptr : "", vec[i][0], b.len));
 	}
 	for (i = 0; i < sizeof(all); i++)
@@ -118,8 +118,8 @@ static void base64_known_answers_and_round_trips(void)
 	for (n = 0; n <= sizeof(all); n += 37) {
 		struct orc_buf d = ORC_BUF_INIT;
 		orc_buf_reset(&b);
-		CHECK(agent_stream_b64_encode(&b, all, n) == 0);
-		CHECK(agent_stream_b64_decode(&d, b.ptr ? b.ptr : "", b.len) == 0);
+		CHECK(orc_base64_encode(&b, all, n) == 0);
+		CHECK(orc_base64_decode(&d, b.ptr ? b.ptr : "", b.len) == 0);
 		CHECK(d.len == n && (n == 0 || !memcmp(d.ptr, all, n)));
 		orc_buf_release(&d);
 	}
@@ -135,7 +135,7 @@ static void bad_base64_is_refused(void)
 
 	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
 		orc_buf_reset(&b);
-		CHECK(agent_stream_b64_decode(&b, bad[i], strlen(bad[i])) == ORC_EINVALID);
+		CHECK(orc_base64_decode(&b, bad[i], strlen(bad[i])) == ORC_EINVALID);
 	}
 	orc_buf_release(&b);
 }

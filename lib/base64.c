@@ -1,11 +1,11 @@
-#include "stream_b64.h"
+#include "base64.h"
 
 #include "err.h"
 
 static const char alphabet[] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-int agent_stream_b64_encode(struct orc_buf *out, const void *data, size_t n)
+int orc_base64_encode(struct orc_buf *out, const void *data, size_t n)
 {
 	const unsigned char *p = data;
 	char q[4];
@@ -51,7 +51,7 @@ static int value(unsigned char c)
 	return -1;
 }
 
-int agent_stream_b64_decode(struct orc_buf *out, const char *s, size_t n)
+int orc_base64_decode(struct orc_buf *out, const char *s, size_t n)
 {
 	unsigned char b[3];
 	int v[4], pad, k, err;
