@@ -105,6 +105,38 @@ int api_reply_error_h(struct api_req *r, int err, const char *headers, const cha
 	__attribute__((format(printf, 4, 5)));
 /* The HTTP status an error code maps to (for logs and tests). */
 int api_err_status(int err);
+/* A 200 NDJSON answer: its headers now (nginx passes lines on unbuffered),
+ * then lines as they come. */
+void api_reply_ndjson_begin(struct api_req *r);
+/* One line (s, without its newline), flushed when flush: 0, or ORC_EUNAVAIL
+ * when the client has gone. */
+int api_reply_ndjson_line(struct api_req *r, const char *s, size_t n, int flush);
+
+/* ---- job_stream.c: an agent's streaming exec answer --------------------- */
+
+/* Where the output lines of a streaming job go as they arrive. */
+struct api_job_sink {
+	int (*line)(void *arg, const char *s, size_t n);   /* < 0: the client has gone */
+	void *arg;
+};
+
+struct api_job_stream {
+	const struct api_job_sink *sink;
+	struct orc_buf line;          /* the line being read */
+	struct orc_buf out, err;      /* decoded output, at most cap bytes each */
+	size_t cap;
+	json_object *exit;            /* the "exit" line, once read */
+	char error[512];              /* an "error" line or a malformed stream */
+	int client_gone;
+};
+
+void api_job_stream_init(struct api_job_stream *s, const struct api_job_sink *sink, size_t cap);
+/* orc_agent_sink_fn: feed a piece of the answer. */
+int api_job_stream_feed(void *arg, const char *data, size_t n);
+/* After the call: the exit line with "stdout"/"stderr" (the bytes) added,
+ * owned by the caller; NULL (and s->error says why) when none came. */
+json_object *api_job_stream_result(struct api_job_stream *s);
+void api_job_stream_release(struct api_job_stream *s);
 
 /* ---- router.c ---------------------------------------------------------- */
 
@@ -247,6 +279,8 @@ int api_job_finished(PGresult *res);
 int api_job_wait_until(PGresult **out, int64_t tenant_id, const char *job_id, int64_t deadline_ms);
 /* Run one accepted job: claim it, call the agent, store the result. */
 int api_job_run(const char *job_id, const char *request_id);
+/* The same, the output streamed to sink as it comes (job_stream.c). */
+int api_job_run_stream(const char *job_id, const char *request_id, const struct api_job_sink *sink);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
 

@@ -33,6 +33,7 @@ struct exec_req {
 	int64_t timeout;
 	int login_shell;
 	int wait;
+	int stream;               /* NDJSON output as it comes (implies wait) */
 	const char *stdin_data;   /* NULL: none */
 	size_t stdin_len;
 	const char *idempotency_key;
@@ -41,6 +42,7 @@ struct exec_req {
 static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, char *msg, size_t msglen)
 {
 	json_object *v;
+	const char *accept;
 	int err;
 
 	memset(x, 0, sizeof(*x));
@@ -68,6 +70,12 @@ static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, 
 		return err;
 	if ((err = orc_json_get_bool(body, "wait", &x->wait, msg, msglen)) < 0)
 		return err;
+	if ((err = orc_json_get_bool(body, "stream", &x->stream, msg, msglen)) < 0)
+		return err;
+	if ((accept = api_req_param(r, "HTTP_ACCEPT")) && strstr(accept, "application/x-ndjson"))
+		x->stream = 1;
+	if (x->stream)
+		x->wait = 1;
 	if ((err = orc_json_get_bytes(body, "stdin", &x->stdin_data, &x->stdin_len, msg, msglen)) < 0)
 		return err;
 	if (x->stdin_data) {
@@ -236,6 +244,58 @@ static int reply_not_ready(struct api_req *r, const char *msg)
 			       "it with GET /sandboxes/%s/wait", r->id, (int)n, msg, r->id);
 }
 
+/* ---- streaming (stream: true or Accept: application/x-ndjson) ------------ */
+
+static int sink_line(void *arg, const char *s, size_t n)
+{
+	return api_reply_ndjson_line(arg, s, n, 1);
+}
+
+static void stream_obj(struct api_req *r, json_object *o)
+{
+	size_t len = 0;
+	const char *s = orc_json_str(o, &len);
+
+	api_reply_ndjson_line(r, s, len, 1);
+	json_object_put(o);
+}
+
+/*
+ * The answer is NDJSON from here on: {"type":"job","job_id"} at once, the
+ * agent's {"type":"stdout"|"stderr","data":base64} lines as the command
+ * writes, then {"type":"exit","job":{...}}: the job as GET /jobs/{id}
+ * answers (unfinished if its turn did not come in time). The job is the
+ * same as without streaming: stored, evented, replayable.
+ */
+static int run_streaming(struct api_req *r, struct api_lane_entry *lane, const struct exec_req *x,
+			 const char *job_id)
+{
+	struct api_job_sink sink = { sink_line, r };
+	json_object *o;
+	PGresult *res = NULL;
+
+	api_reply_ndjson_begin(r);
+	o = json_object_new_object();
+	json_object_object_add(o, "type", json_object_new_string("job"));
+	json_object_object_add(o, "job_id", json_object_new_string(job_id));
+	stream_obj(r, o);
+	if (api_lane_wait_turn(lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000)) {
+		api_job_run_stream(job_id, r->request_id[0] ? r->request_id : NULL, &sink);
+		api_lane_done(lane);
+	}
+	o = json_object_new_object();
+	if (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1) {
+		json_object_object_add(o, "type", json_object_new_string("exit"));
+		json_object_object_add(o, "job", api_job_view(res, 0));
+	} else {
+		json_object_object_add(o, "type", json_object_new_string("error"));
+		json_object_object_add(o, "error", json_object_new_string("cannot read the job's result"));
+	}
+	PQclear(res);
+	stream_obj(r, o);
+	return 0;
+}
+
 int api_exec_post(struct api_req *r)
 {
 	struct api_lane_entry *lane = NULL;
@@ -287,6 +347,10 @@ int api_exec_post(struct api_req *r)
 	}
 	if (!x.wait) {
 		err = reply_queued(r, job_id, "queued");
+		goto done;
+	}
+	if (x.stream) {
+		err = run_streaming(r, lane, &x, job_id);
 		goto done;
 	}
 	if (api_lane_wait_turn(lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000)) {

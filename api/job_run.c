@@ -136,7 +136,7 @@ static int claim(PGresult **out, const char *job_id)
 	return 0;
 }
 
-static char *agent_body(PGresult *job, const char *job_id, int64_t timeout)
+static char *agent_body(PGresult *job, const char *job_id, int64_t timeout, int stream)
 {
 	json_object *o = json_object_new_object();
 	unsigned char *in = NULL;
@@ -167,6 +167,8 @@ static char *agent_body(PGresult *job, const char *job_id, int64_t timeout)
 			       json_object_new_boolean(PQgetvalue(job, 0, 5)[0] == 't'));
 	json_object_object_add(o, "timeout_seconds", json_object_new_int64(timeout));
 	json_object_object_add(o, "max_output_bytes", json_object_new_int64(OUTPUT_CAP));
+	if (stream)
+		json_object_object_add(o, "stream", json_object_new_boolean(1));
 	if (!PQgetisnull(job, 0, 6) &&
 	    (in = PQunescapeBytea((const unsigned char *)PQgetvalue(job, 0, 6), &in_len))) {
 		json_object_object_add(o, "stdin", json_object_new_string_len((const char *)in, (int)in_len));
@@ -229,16 +231,72 @@ static void outcome_from_agent(struct job_outcome *o, json_object *resp, int64_t
 	o->status = !o->timed_out && !strcmp(o->exit_code, "0") ? "succeeded" : "failed";
 }
 
-int api_job_run(const char *job_id, const char *request_id)
+/* The agent's answer to a plain /exec: the result object in *resp. */
+static void call_plain(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
+		       int64_t timeout)
+{
+	struct orc_buf body = ORC_BUF_INIT;
+	long status = 0;
+	int err;
+
+	orc_buf_init(&body, RESPONSE_MAX);
+	err = orc_agent_call(&body, &status, req);
+	if (err == ORC_EUNAVAIL) {
+		snprintf(o->error, sizeof(o->error), "agent unreachable: cannot connect to the sandbox's agent");
+	} else if (err == ORC_ETIMEOUT) {
+		snprintf(o->error, sizeof(o->error), "agent did not answer within %llds",
+			 (long long)(timeout + AGENT_SLACK_S));
+	} else if (err == ORC_ETOOBIG) {
+		snprintf(o->error, sizeof(o->error), "agent response is larger than %u bytes", RESPONSE_MAX);
+	} else if (err < 0) {
+		snprintf(o->error, sizeof(o->error), "agent call failed");
+	} else if (orc_json_parse_object(resp, body.ptr ? body.ptr : "", body.len, NULL, 0) < 0) {
+		snprintf(o->error, sizeof(o->error), "agent sent an invalid response (HTTP %ld)", status);
+	} else if (status != 200) {
+		json_object *m = NULL;
+		json_object_object_get_ex(*resp, "error", &m);
+		snprintf(o->error, sizeof(o->error), "agent error (HTTP %ld): %.300s", status,
+			 m && json_object_is_type(m, json_type_string) ? json_object_get_string(m) : "");
+	} else {
+		outcome_from_agent(o, *resp, timeout);
+	}
+	orc_buf_release(&body);
+}
+
+/* The same with "stream": true, output lines passed to sink as they come. */
+static void call_stream(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
+			int64_t timeout, const struct api_job_sink *sink)
+{
+	struct api_job_stream js;
+	long status = 0;
+	int err;
+
+	api_job_stream_init(&js, sink, OUTPUT_CAP);
+	err = orc_agent_stream(&status, req, api_job_stream_feed, &js);
+	*resp = api_job_stream_result(&js);
+	if (err == ORC_EUNAVAIL) {
+		snprintf(o->error, sizeof(o->error), "agent unreachable: cannot connect to the sandbox's agent");
+	} else if (err == ORC_ETIMEOUT) {
+		snprintf(o->error, sizeof(o->error), "agent did not answer within %llds",
+			 (long long)(timeout + AGENT_SLACK_S));
+	} else if (err < 0 || status != 200 || !*resp) {
+		snprintf(o->error, sizeof(o->error), "%.400s (HTTP %ld)", js.error[0] ? js.error :
+			 "agent call failed", status);
+	} else {
+		outcome_from_agent(o, *resp, timeout);
+	}
+	api_job_stream_release(&js);
+}
+
+/* Run the claimed job: with sink, streaming its output lines there. */
+static int run(const char *job_id, const char *request_id, const struct api_job_sink *sink)
 {
 	struct job_outcome o;
-	struct orc_buf resp_body = ORC_BUF_INIT;
 	struct orc_agent_req req;
 	json_object *resp = NULL;
 	PGresult *job = NULL;
 	char *body = NULL;
 	int64_t timeout, t0, since;
-	long status = 0;
 	int err;
 
 	memset(&o, 0, sizeof(o));
@@ -253,7 +311,7 @@ int api_job_run(const char *job_id, const char *request_id)
 	}
 	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, 7), 1, 86400) < 0)
 		timeout = 300;
-	body = agent_body(job, job_id, timeout);
+	body = agent_body(job, job_id, timeout, sink != NULL);
 	memset(&req, 0, sizeof(req));
 	req.address = PQgetvalue(job, 0, 0);
 	req.token = PQgetvalue(job, 0, 1);
@@ -263,29 +321,11 @@ int api_job_run(const char *job_id, const char *request_id)
 	req.body_len = strlen(body);
 	req.timeout_ms = (timeout + AGENT_SLACK_S) * 1000;
 	req.request_id = request_id;
-	orc_buf_init(&resp_body, RESPONSE_MAX);
 	t0 = orc_mono_ms();
-	err = orc_agent_call(&resp_body, &status, &req);
-	if (err == ORC_EUNAVAIL) {
-		snprintf(o.error, sizeof(o.error), "agent unreachable: cannot connect to the sandbox's agent");
-	} else if (err == ORC_ETIMEOUT) {
-		snprintf(o.error, sizeof(o.error), "agent did not answer within %llds",
-			 (long long)(timeout + AGENT_SLACK_S));
-	} else if (err == ORC_ETOOBIG) {
-		snprintf(o.error, sizeof(o.error), "agent response is larger than %u bytes", RESPONSE_MAX);
-	} else if (err < 0) {
-		snprintf(o.error, sizeof(o.error), "agent call failed");
-	} else if (orc_json_parse_object(&resp, resp_body.ptr ? resp_body.ptr : "", resp_body.len,
-					 NULL, 0) < 0) {
-		snprintf(o.error, sizeof(o.error), "agent sent an invalid response (HTTP %ld)", status);
-	} else if (status != 200) {
-		json_object *m = NULL;
-		json_object_object_get_ex(resp, "error", &m);
-		snprintf(o.error, sizeof(o.error), "agent error (HTTP %ld): %.300s", status,
-			 m && json_object_is_type(m, json_type_string) ? json_object_get_string(m) : "");
-	} else {
-		outcome_from_agent(&o, resp, timeout);
-	}
+	if (sink)
+		call_stream(&o, &resp, &req, timeout, sink);
+	else
+		call_plain(&o, &resp, &req, timeout);
 	api_metrics_exec(o.status, orc_mono_ms() - t0);
 	if (o.error[0] && !o.timed_out)
 		orc_log(ORC_LOG_WARN, "exec failed", "job_id", job_id, "agent", req.address,
@@ -297,8 +337,17 @@ int api_job_run(const char *job_id, const char *request_id)
 	while ((err = store(job_id, &o, request_id)) == ORC_EUNAVAIL && orc_mono_ms() - since < DB_RETRY_MS)
 		usleep(DB_RETRY_PAUSE_US);
 	json_object_put(resp);
-	orc_buf_release(&resp_body);
 	free(body);
 	PQclear(job);
 	return err;
+}
+
+int api_job_run(const char *job_id, const char *request_id)
+{
+	return run(job_id, request_id, NULL);
+}
+
+int api_job_run_stream(const char *job_id, const char *request_id, const struct api_job_sink *sink)
+{
+	return run(job_id, request_id, sink);
 }

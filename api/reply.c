@@ -49,6 +49,28 @@ int api_err_status(int err)
 	return err_map[lookup(err)].status;
 }
 
+void api_reply_ndjson_begin(struct api_req *r)
+{
+	static const char head[] =
+		"Status: 200 OK\r\n"
+		"Content-Type: application/x-ndjson\r\n"
+		"Cache-Control: no-store\r\n"
+		"X-Accel-Buffering: no\r\n"  /* nginx passes lines on as they come */
+		"\r\n";
+
+	r->replied = 1;
+	r->status = 200;
+	FCGX_PutStr(head, (int)sizeof(head) - 1, r->fcgi->out);
+}
+
+int api_reply_ndjson_line(struct api_req *r, const char *s, size_t n, int flush)
+{
+	if (n > INT32_MAX - 1 || FCGX_PutStr(s, (int)n, r->fcgi->out) < 0 ||
+	    FCGX_PutChar('\n', r->fcgi->out) < 0 || (flush && FCGX_FFlush(r->fcgi->out) < 0))
+		return ORC_EUNAVAIL;
+	return 0;
+}
+
 int api_reply_json(struct api_req *r, int status, json_object *o)
 {
 	size_t len = 0;

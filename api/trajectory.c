@@ -49,28 +49,13 @@ struct traj_stream {
 
 /* ---- the response stream ---------------------------------------------- */
 
-static void stream_begin(struct api_req *r)
-{
-	static const char head[] =
-		"Status: 200 OK\r\n"
-		"Content-Type: application/x-ndjson\r\n"
-		"Cache-Control: no-store\r\n"
-		"X-Accel-Buffering: no\r\n"  /* nginx passes lines on as they come */
-		"\r\n";
-
-	r->replied = 1;
-	r->status = 200;
-	FCGX_PutStr(head, (int)sizeof(head) - 1, r->fcgi->out);
-}
-
 /* Write o as one line and release it. */
 static int stream_line(struct traj_stream *t, json_object *o)
 {
 	size_t len = 0;
 	const char *s = orc_json_str(o, &len);
 
-	if (!t->broken && (len > INT32_MAX - 1 || FCGX_PutStr(s, (int)len, t->r->fcgi->out) < 0 ||
-			   FCGX_PutChar('\n', t->r->fcgi->out) < 0))
+	if (!t->broken && api_reply_ndjson_line(t->r, s, len, 0) < 0)
 		t->broken = 1;
 	json_object_put(o);
 	return t->broken ? ORC_EUNAVAIL : 0;
@@ -428,7 +413,7 @@ static int traj_write(struct traj_stream *t, int *started)
 		goto done;
 	}
 	if (!*started) {
-		stream_begin(t->r);
+		api_reply_ndjson_begin(t->r);
 		*started = 1;
 	}
 	snprintf(last, sizeof(last), "%s", PQgetvalue(h, 0, H_LAST_EVENT));
@@ -558,7 +543,7 @@ int api_trajectory_bulk(struct api_req *r)
 			 " ORDER BY created_at, id LIMIT $3::int", 3, params)) < 0)
 		return api_reply_error(r, err, "cannot list the sandboxes to export");
 	api_own_pg(r, ids);
-	stream_begin(r);
+	api_reply_ndjson_begin(r);
 	started = 1;
 	n = PQntuples(ids);
 	for (i = 0; i < n && !t.broken; i++) {

@@ -8,8 +8,10 @@
 #include "xalloc.h"
 
 struct sink {
-	struct orc_buf *buf;
-	int toobig;
+	struct orc_buf *buf;        /* orc_agent_call */
+	orc_agent_sink_fn fn;       /* orc_agent_stream */
+	void *arg;
+	int toobig, stopped;
 };
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -17,6 +19,13 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 	struct sink *s = userdata;
 	size_t n = size * nmemb;
 
+	if (s->fn) {
+		if (s->fn(s->arg, ptr, n) < 0) {
+			s->stopped = 1;
+			return 0;
+		}
+		return n;
+	}
 	if (orc_buf_add(s->buf, ptr, n) < 0) {
 		s->toobig = 1;
 		return 0;
@@ -24,9 +33,8 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent_req *req)
+static int perform(long *status_out, const struct orc_agent_req *req, struct sink *sink)
 {
-	struct sink sink = { out, 0 };
 	struct curl_slist *hdrs = NULL;
 	CURL *h = curl_easy_init();
 	char *url = NULL, *auth = NULL, *rid = NULL;
@@ -58,14 +66,16 @@ int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, req->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, req->timeout_ms < 5000 ? req->timeout_ms : 5000L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, sink);
 	if (req->body) {
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
 	}
 	cc = curl_easy_perform(h);
-	if (sink.toobig)
+	if (sink->toobig)
 		err = ORC_ETOOBIG;
+	else if (sink->stopped)
+		err = ORC_ERROR;
 	else if (cc == CURLE_OPERATION_TIMEDOUT)
 		err = ORC_ETIMEOUT;
 	else if (cc != CURLE_OK)
@@ -80,4 +90,19 @@ int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent
 	free(auth);
 	free(rid);
 	return err;
+}
+
+int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent_req *req)
+{
+	struct sink sink = { out, NULL, NULL, 0, 0 };
+
+	return perform(status_out, req, &sink);
+}
+
+int orc_agent_stream(long *status_out, const struct orc_agent_req *req, orc_agent_sink_fn fn,
+		     void *arg)
+{
+	struct sink sink = { NULL, fn, arg, 0, 0 };
+
+	return perform(status_out, req, &sink);
 }

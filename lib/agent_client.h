@@ -25,4 +25,13 @@ struct orc_agent_req {
 };
 
 int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent_req *req);
+
+/*
+ * The same call, the answer's body handed to fn piece by piece as it
+ * arrives (a streaming exec's NDJSON). fn returning < 0 ends the transfer
+ * (ORC_ERROR). The status is known once the first piece arrives.
+ */
+typedef int (*orc_agent_sink_fn)(void *arg, const char *data, size_t n);
+int orc_agent_stream(long *status_out, const struct orc_agent_req *req, orc_agent_sink_fn fn,
+		     void *arg);
 #endif
