@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_metrics.h"
 #include "err.h"
 #include "k8s.h"
 #include "log.h"
@@ -26,6 +27,13 @@ void ctl_sandbox_release(struct ctl_sandbox *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
+void ctl_sb_status_release(struct ctl_sb_status *st)
+{
+	free(st->address);
+	free(st->message);
+	memset(st, 0, sizeof(*st));
+}
+
 int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg)
 {
 	const char *name = ctl_driver_k8s_select(cfg);   /* ORCHARD_DRIVER=kubernetes */
@@ -34,7 +42,7 @@ int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg)
 	memset(d, 0, sizeof(*d));
 	for (i = 0; i < sizeof(drivers) / sizeof(*drivers); i++) {
 		if (!strcmp(drivers[i]->name, name)) {
-			d->ops = drivers[i];
+			d->ops = ctl_metrics_driver(drivers[i]);   /* counted */
 			d->cfg = cfg;
 			return d->ops->init(d);
 		}

@@ -36,6 +36,23 @@ void ctl_sandbox_release(struct ctl_sandbox *sb);
 struct ctl_driver;
 typedef void (*ctl_ready_fn)(const char *id, void *arg);
 
+/* What a driver knows about a launched sandbox right now (ops->status). */
+enum ctl_sb_state {
+	CTL_SB_PENDING,          /* not up yet, or the driver cannot tell yet */
+	CTL_SB_READY,            /* the runtime says it is up: check its agent */
+	CTL_SB_FAILED,           /* will never come up (again); message says why */
+};
+
+struct ctl_sb_status {
+	enum ctl_sb_state state;
+	char *address;   /* the agent's address once known, else NULL */
+	char *message;   /* failure reason, or a pending note for the user
+			  * (e.g. why it is not scheduled), else NULL */
+};
+
+#define CTL_SB_STATUS_INIT { CTL_SB_PENDING, NULL, NULL }
+void ctl_sb_status_release(struct ctl_sb_status *st);
+
 struct ctl_driver_ops {
 	const char *name;
 	/* Prepare (check the state dir, probe the host). Fatal on failure. */
@@ -44,7 +61,9 @@ struct ctl_driver_ops {
 	/*
 	 * Launch sb and return at once: the sandbox sets itself up in the
 	 * background and is ready when its agent answers /health (the
-	 * caller finds out). On success sets sb->handle and sb->address. When a live
+	 * caller finds out). On success sets sb->handle and sb->address
+	 * (address may stay NULL when the driver has a status op and learns
+	 * it only later, e.g. a pod's IP). When a live
 	 * sandbox of that id already exists (a controller died between
 	 * launching it and recording it), adopt it rather than start a second
 	 * one. On failure sets sb->error to a message meant for the user;
@@ -75,6 +94,17 @@ struct ctl_driver_ops {
 	int (*events_fd)(struct ctl_driver *d);
 	void (*drain)(struct ctl_driver *d, ctl_ready_fn fn, void *arg);
 	void (*unwatch)(struct ctl_driver *d, const char *id);
+	/*
+	 * Optional, non-blocking: the state of a sandbox launched by create()
+	 * (or adopted from handle) as the driver last saw it; never waits for
+	 * the runtime. With it, the loop fails pending sandboxes with the
+	 * driver's message, takes the agent's address from it and checks the
+	 * agent only once the state is CTL_SB_READY; without it, the loop
+	 * polls the agent from create()'s address and asks alive(). Returns 0
+	 * and fills *out (fresh strings).
+	 */
+	int (*status)(struct ctl_driver *d, struct ctl_sb_status *out, const char *id,
+		      const char *handle);
 	/* Optional: the agent answered; lock down what the sandbox no longer
 	 * needs to change (local: its run/ dir, so agent.sock stays ours). */
 	void (*seal)(struct ctl_driver *d, const char *id);

@@ -60,7 +60,6 @@ struct k8s_config {
 	int max_inflight;
 	int64_t grace_s;              /* terminationGracePeriodSeconds */
 	int64_t pending_timeout_s;    /* an unschedulable pod fails after this */
-	int64_t create_wait_s;        /* create() waits this long for Ready */
 	int64_t request_timeout_ms;   /* one API request */
 	int64_t retry_budget_ms;      /* all attempts of one API call */
 	int64_t watch_timeout_s;      /* a watch's timeoutSeconds */
@@ -172,19 +171,23 @@ void k8s_watch_stop(struct k8s_watch *w);
 
 /*
  * The pod of sandbox id as last seen: 0 and *out, ORC_ENOTFOUND when
- * there is none, ORC_EUNAVAIL when no LIST has succeeded yet. When
+ * there is none, ORC_EUNAVAIL when there is none and no LIST has
+ * succeeded yet (so nobody can tell). When
  * unsched_ms is not NULL it gets how long the pod has been seen
  * unschedulable (0 when it is not).
  */
 int k8s_watch_get(struct k8s_watch *w, struct k8s_pod_state *out, int64_t *unsched_ms,
 		  const char *id);
+/* Put a pod object create() just got from the API server into the table
+ * (pinned to its uid until the watch reports it; see k8s_watch.c). */
+void k8s_watch_put(struct k8s_watch *w, json_object *pod);
 /* A counter bumped by every table change. */
 uint64_t k8s_watch_generation(struct k8s_watch *w);
 /* Wait until the generation differs from seen or until_ms (monotonic)
  * passes. */
 void k8s_watch_wait(struct k8s_watch *w, uint64_t seen, int64_t until_ms);
-/* A pipe that becomes readable when a sandbox's pod became ready, failed
- * or vanished; drain() calls fn with each such id. */
+/* A pipe that becomes readable when a sandbox's pod changed state, IP or
+ * message, or vanished; drain() calls fn with each such id. */
 int k8s_watch_fd(struct k8s_watch *w);
 void k8s_watch_drain(struct k8s_watch *w, ctl_ready_fn fn, void *arg);
 #endif

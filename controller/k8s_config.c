@@ -245,7 +245,6 @@ int k8s_config_load(struct k8s_config *cfg)
 	cfg->max_inflight = (int)n;
 	if ((err = get_int(&cfg->grace_s, "ORCHARD_K8S_GRACE_S", 5, 0, 3600)) < 0 ||
 	    (err = get_int(&cfg->pending_timeout_s, "ORCHARD_K8S_PENDING_TIMEOUT_S", 300, 1, 86400)) < 0 ||
-	    (err = get_int(&cfg->create_wait_s, "ORCHARD_K8S_CREATE_WAIT_S", 60, 1, 3600)) < 0 ||
 	    (err = get_int(&cfg->request_timeout_ms, "ORCHARD_K8S_REQUEST_TIMEOUT_MS", 10000, 100,
 			   600000)) < 0 ||
 	    (err = get_int(&cfg->retry_budget_ms, "ORCHARD_K8S_RETRY_BUDGET_MS", 30000, 0, 600000)) < 0 ||

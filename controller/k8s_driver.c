@@ -9,11 +9,11 @@
  * idempotent: 404 is success. Pod state comes from the watch's table
  * (k8s_watch.c), never from a request per check.
  *
- * The reconcile loop learns a sandbox's agent address only from create()
- * (and agent_address() when it adopts a pending row), and a failure
- * message only from create()'s error, so create() waits (bounded by
- * ORCHARD_K8S_CREATE_WAIT_S) until the pod is Ready or has failed; see
- * docs/kubernetes.md for the interface change that would remove the wait.
+ * create() returns as soon as the API server has accepted the pod (its
+ * answer goes into the watch table); status() then reports the pod's
+ * progress from the table without waiting, so the reconcile loop keeps
+ * many pods starting at once and learns the pod's IP, its failure reason
+ * or its scheduling trouble from there.
  */
 #include "k8s.h"
 
@@ -29,7 +29,6 @@
 #include "xalloc.h"
 
 #define SYNC_WAIT_MS 10000        /* alive() before the first LIST: wait this long */
-#define POLL_MS 250               /* re-check stop signals and timers while waiting */
 #define LIST_OTHERS_EVERY 10      /* list_owned: secrets and policies every Nth call */
 #define LIST_BUDGET_MS 3000       /* list_owned runs every sweep: fail fast, try next time */
 #define NO_ADDRESS "unix:/nonexistent/orchard-k8s-pod-has-no-ip"
@@ -192,6 +191,8 @@ static int ensure(struct k8s_driver *kd, char **uid_out, int *mine, struct ctl_s
 		orc_log(ORC_LOG_INFO, "adopted an existing object", "sandbox_id", sb->id,
 			"kind", resources[res].kind, "name", name, NULL);
 	}
+	if (res == RES_POD)
+		k8s_watch_put(kd->watch, got);   /* status() knows it before the watch does */
 	*mine = 1;
 	if (uid_out) {
 		uid = k8s_meta_str(got, "uid");
@@ -204,48 +205,6 @@ done:
 	free(name);
 	free(path);
 	return err;
-}
-
-/*
- * Wait for the pod of id (uid, when given) to be Ready (0), to fail
- * (ORC_EINVALID for the image, ORC_ERROR otherwise; *why set), or for
- * wait_ms to pass or a stop signal (ORC_ETIMEOUT). *st is the last state.
- */
-static int wait_pod(struct k8s_driver *kd, struct k8s_pod_state *st, char **why, const char *id,
-		    const char *uid, int64_t wait_ms)
-{
-	int64_t until = orc_mono_ms() + wait_ms, unsched = 0, next;
-	uint64_t gen;
-	int have = 0;
-
-	memset(st, 0, sizeof(*st));
-	for (;;) {
-		gen = k8s_watch_generation(kd->watch);
-		if (k8s_watch_get(kd->watch, st, &unsched, id) == 0 && (!uid || !strcmp(st->uid, uid))) {
-			have = 1;
-			if (st->phase == K8S_POD_READY)
-				return 0;
-			if (st->phase == K8S_POD_FAILED) {
-				*why = xstrdup(st->message);
-				return st->image_error ? ORC_EINVALID : ORC_ERROR;
-			}
-			if (st->deleting) {
-				*why = xstrdup("the pod was deleted before it became ready");
-				return ORC_ERROR;
-			}
-			if (st->unschedulable && unsched >= kd->cfg.pending_timeout_s * 1000) {
-				*why = xasprintf("%s (for %llds)", st->message,
-						 (long long)kd->cfg.pending_timeout_s);
-				return ORC_ERROR;
-			}
-		}
-		if (!have)
-			memset(st, 0, sizeof(*st));
-		if (stop_requested() || orc_mono_ms() >= until)
-			return ORC_ETIMEOUT;
-		next = orc_mono_ms() + POLL_MS;
-		k8s_watch_wait(kd->watch, gen, next < until ? next : until);
-	}
 }
 
 static char *address(const struct k8s_driver *kd, const char *ip)
@@ -261,10 +220,9 @@ static int delete_one(struct k8s_driver *kd, int res, const char *id);
 static int k8s_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 {
 	struct k8s_driver *kd = kd_of(d);
-	struct k8s_pod_state st;
 	json_object *obj = NULL;
 	int mine[RES_N] = { 0, 0, 0 }, err, i;
-	char *uid = NULL, *why = NULL, *name = NULL;
+	char *uid = NULL, *name = NULL;
 
 	if (!orc_is_dns_label(sb->id)) {
 		sb->error = xstrdup("sandbox id is not a DNS label");
@@ -287,25 +245,9 @@ static int k8s_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 	json_object_put(obj);
 	if (err < 0)
 		goto done;
-
-	err = wait_pod(kd, &st, &why, sb->id, uid, kd->cfg.create_wait_s * 1000);
-	if (err == ORC_ETIMEOUT && (st.ip[0] || stop_requested())) {
-		/* Running but not Ready yet, or we are stopping: the loop (or the
-		 * next controller, through agent_address()) takes it from here. */
-		err = 0;
-	} else if (err == ORC_ETIMEOUT) {
-		sb->error = xasprintf("the pod did not start within %llds%s%s",
-				      (long long)kd->cfg.create_wait_s, st.message[0] ? ": " : "", st.message);
-		err = ORC_ERROR;
-		goto done;
-	} else if (err < 0) {
-		sb->error = why;
-		why = NULL;
-		goto done;
-	}
+	/* The pod starts in the background; status() follows it. */
 	name = k8s_pod_name(sb->id);
 	sb->handle = xasprintf("%s/%s/%s", kd->cfg.ns, name, uid);
-	sb->address = address(kd, st.ip);
 done:
 	if (err < 0) {
 		/* Leave nothing behind but what was never ours. */
@@ -314,7 +256,6 @@ done:
 				delete_one(kd, i, sb->id);
 	}
 	free(uid);
-	free(why);
 	free(name);
 	return err;
 }
@@ -512,11 +453,50 @@ static char *k8s_agent_address(struct ctl_driver *d, const char *id)
 {
 	struct k8s_driver *kd = kd_of(d);
 	struct k8s_pod_state st;
-	char *why = NULL;
 
-	wait_pod(kd, &st, &why, id, NULL, kd->cfg.create_wait_s * 1000);
-	free(why);
+	if (k8s_watch_get(kd->watch, &st, NULL, id) < 0)
+		return xstrdup(NO_ADDRESS);
 	return address(kd, st.ip);
+}
+
+/*
+ * The pod as the watch last saw it, without waiting: failed when it
+ * failed, vanished, is being deleted, was replaced by another pod of the
+ * same name, or has been unschedulable for the pending timeout; else
+ * ready or pending, with its address once it has an IP and the waiting or
+ * scheduling reason as a note. Before the first LIST nothing is known:
+ * pending.
+ */
+static int k8s_status(struct ctl_driver *d, struct ctl_sb_status *out, const char *id,
+		      const char *handle)
+{
+	struct k8s_driver *kd = kd_of(d);
+	struct k8s_pod_state st;
+	const char *uid = handle_uid(handle);
+	int64_t unsched = 0;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	out->state = CTL_SB_FAILED;
+	err = k8s_watch_get(kd->watch, &st, &unsched, id);
+	if (err == ORC_EUNAVAIL) {
+		out->state = CTL_SB_PENDING;
+	} else if (err < 0) {
+		out->message = xstrdup("the pod is gone");
+	} else if (uid && strcmp(st.uid, uid)) {
+		out->message = xstrdup("the pod was replaced by another pod of the same name");
+	} else if (st.phase == K8S_POD_FAILED) {
+		out->message = xstrdup(st.message[0] ? st.message : "the pod failed");
+	} else if (st.deleting) {
+		out->message = xstrdup("the pod is being deleted");
+	} else if (st.unschedulable && unsched >= kd->cfg.pending_timeout_s * 1000) {
+		out->message = xasprintf("%s (for %llds)", st.message, (long long)kd->cfg.pending_timeout_s);
+	} else {
+		out->state = st.phase == K8S_POD_READY ? CTL_SB_READY : CTL_SB_PENDING;
+		out->address = st.ip[0] ? address(kd, st.ip) : NULL;
+		out->message = st.message[0] ? xstrdup(st.message) : NULL;
+	}
+	return 0;
 }
 
 static char *k8s_diagnose(struct ctl_driver *d, const char *id)
@@ -549,6 +529,7 @@ const struct ctl_driver_ops ctl_driver_k8s = {
 	.list_owned = k8s_list_owned,
 	.agent_address = k8s_agent_address,
 	.diagnose = k8s_diagnose,
+	.status = k8s_status,
 	.events_fd = k8s_events_fd,
 	.drain = k8s_drain,
 	.unwatch = NULL,

@@ -8,8 +8,14 @@
  * was open are noticed too.
  *
  * One thread of its own; the controller's loop reads the table under the
- * mutex and is woken through a pipe when a sandbox's pod became ready,
- * failed or vanished.
+ * mutex and is woken through a pipe when a sandbox's pod changed in a way
+ * it cares about (ready, failed, vanished, got an IP, a new message).
+ *
+ * create() puts the pod it just made into the table at once (k8s_watch_put)
+ * so that its status never reads "gone" while the watch lags behind. Such
+ * an entry is pinned to its uid until the watch reports that uid: events
+ * of an older pod of the same name are ignored meanwhile, and a LIST that
+ * started before the put may not remove or replace it.
  */
 #include "k8s.h"
 
@@ -39,6 +45,8 @@ struct entry {
 	char *id;
 	struct k8s_pod_state st;
 	int64_t unsched_since_ms;      /* monotonic; 0 while schedulable */
+	int64_t pinned_ms;             /* put by create() at this time (monotonic), and
+					* the watch has not reported its uid yet; 0: not */
 	int seen;                      /* mark of the current LIST */
 };
 
@@ -117,7 +125,13 @@ static void entry_remove(struct k8s_watch *w, struct entry **p)
 	free(e);
 }
 
-static void put_state(struct k8s_watch *w, const char *id, const struct k8s_pod_state *st)
+/*
+ * Record the state of sandbox id's pod. pinned: it comes from create()'s
+ * own answer; otherwise from the watch or a LIST, which must not overwrite
+ * a pinned entry with another pod's state (an older pod of that name).
+ */
+static void put_state(struct k8s_watch *w, const char *id, const struct k8s_pod_state *st,
+		      int pinned)
 {
 	struct entry **p = find(w, id), *e = *p;
 	int changed;
@@ -127,16 +141,24 @@ static void put_state(struct k8s_watch *w, const char *id, const struct k8s_pod_
 		e->id = xstrdup(id);
 		e->st.phase = K8S_POD_PENDING;
 		*p = e;
+	} else if (pinned ? !strcmp(e->st.uid, st->uid) : e->pinned_ms && strcmp(e->st.uid, st->uid)) {
+		/* create()'s answer is older than what the watch has of that pod;
+		 * the watch's news of another pod is older than create()'s. */
+		e->seen = 1;
+		return;
 	}
+	/* What the loop acts on: a phase, the address, the message for the user. */
 	changed = e->st.phase != st->phase || e->st.deleting != st->deleting ||
-		  strcmp(e->st.uid, st->uid);
+		  strcmp(e->st.uid, st->uid) || strcmp(e->st.ip, st->ip) ||
+		  strcmp(e->st.message, st->message);
 	e->st = *st;
 	e->seen = 1;
+	e->pinned_ms = pinned ? orc_mono_ms() : 0;
 	if (!st->unschedulable)
 		e->unsched_since_ms = 0;
 	else if (!e->unsched_since_ms)
 		e->unsched_since_ms = orc_mono_ms();
-	if (changed && (st->phase != K8S_POD_PENDING || st->deleting))
+	if (changed)
 		notify(w, id);
 }
 
@@ -194,7 +216,7 @@ static int on_event(void *arg, const char *line, size_t len)
 	if (id && (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED"))) {
 		k8s_pod_state_read(&st, obj);
 		pthread_mutex_lock(&w->lock);
-		put_state(w, id, &st);
+		put_state(w, id, &st, 0);
 		changed(w);
 		pthread_mutex_unlock(&w->lock);
 	} else if (id && !strcmp(type, "DELETED")) {
@@ -277,13 +299,15 @@ done:
 	return err;
 }
 
-/* LIST every page, then make the table exactly that. */
+/* LIST every page, then make the table exactly that (but for pods
+ * create() put there after the LIST began: they may be newer than it). */
 static int relist(struct k8s_watch *w)
 {
 	struct listed *l = NULL;
 	size_t n = 0, i, b;
 	char *rv = NULL, *cont = NULL, *next = NULL, cnt[24];
-	struct entry **p;
+	struct entry **p, *e;
+	int64_t started = orc_mono_ms();
 	int err, restarts = 0;
 
 	for (;;) {
@@ -313,12 +337,22 @@ static int relist(struct k8s_watch *w)
 	for (b = 0; b < NBUCKETS; b++)
 		for (p = &w->buckets[b]; *p; p = &(*p)->next)
 			(*p)->seen = 0;
-	for (i = 0; i < n; i++)
-		put_state(w, l[i].id, &l[i].st);
+	for (i = 0; i < n; i++) {
+		e = *find(w, l[i].id);
+		if (e && e->pinned_ms >= started) {
+			e->seen = 1;
+			if (!strcmp(e->st.uid, l[i].st.uid))
+				put_state(w, l[i].id, &l[i].st, 0);
+			continue;
+		}
+		if (e)
+			e->pinned_ms = 0;   /* the LIST is newer than create()'s answer */
+		put_state(w, l[i].id, &l[i].st, 0);
+	}
 	for (b = 0; b < NBUCKETS; b++) {
 		p = &w->buckets[b];
 		while (*p) {
-			if (!(*p)->seen)
+			if (!(*p)->seen && (*p)->pinned_ms < started)
 				entry_remove(w, p);   /* vanished while we were not watching */
 			else
 				p = &(*p)->next;
@@ -490,10 +524,8 @@ int k8s_watch_get(struct k8s_watch *w, struct k8s_pod_state *out, int64_t *unsch
 	int err = 0;
 
 	pthread_mutex_lock(&w->lock);
-	if (!w->synced) {
-		err = ORC_EUNAVAIL;
-	} else if (!(e = *find(w, id))) {
-		err = ORC_ENOTFOUND;
+	if (!(e = *find(w, id))) {
+		err = w->synced ? ORC_ENOTFOUND : ORC_EUNAVAIL;
 	} else {
 		*out = e->st;
 		if (unsched_ms)
@@ -501,6 +533,20 @@ int k8s_watch_get(struct k8s_watch *w, struct k8s_pod_state *out, int64_t *unsch
 	}
 	pthread_mutex_unlock(&w->lock);
 	return err;
+}
+
+void k8s_watch_put(struct k8s_watch *w, json_object *pod)
+{
+	struct k8s_pod_state st;
+	const char *id = k8s_object_sandbox(pod);
+
+	if (!id)
+		return;
+	k8s_pod_state_read(&st, pod);
+	pthread_mutex_lock(&w->lock);
+	put_state(w, id, &st, 1);
+	changed(w);
+	pthread_mutex_unlock(&w->lock);
 }
 
 uint64_t k8s_watch_generation(struct k8s_watch *w)

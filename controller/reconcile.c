@@ -11,7 +11,12 @@
  *      row is an orphan            -> driver destroy
  * Launched sandboxes wait in a list; between passes their agents are asked
  * GET /health every few ms (short timeout) until they answer 200 -> 'ready',
- * their process dies or their pending timeout passes -> 'failed'.
+ * their process dies or their pending timeout passes -> 'failed'. A driver
+ * with a status op (kubernetes) is asked first, without waiting: it gives
+ * the agent's address once known, fails the sandbox with its reason, notes
+ * why it is still pending on the row, and the agent is called only once
+ * the driver says the sandbox is up; so create() need not wait and many
+ * sandboxes start at once.
  *
  * A full sweep runs every sweep interval; a NOTIFY orchard_sandbox (payload:
  * the row id) runs a pass over just the notified rows at once.
@@ -25,6 +30,7 @@
 #include <string.h>
 
 #include "agent_client.h"
+#include "ctl_metrics.h"
 #include "err.h"
 #include "leader.h"
 #include "local.h"
@@ -42,8 +48,9 @@
 struct waiter {
 	char *id;
 	char *token;
-	char *address;
+	char *address;          /* NULL until the driver's status() knows it */
 	char *handle;
+	char *note;             /* the pending note last written to the row, or NULL */
 	double deadline;        /* epoch seconds: created_at + timeout_seconds */
 	int timeout_s;
 	int64_t launched_ms;
@@ -125,6 +132,13 @@ static const char transition_sql[] =
 static const char record_handle_sql[] =
 	"UPDATE sandboxes SET driver_handle = $2, agent_address = $3"
 	" WHERE id = $1 AND state = 'pending'";
+
+/* Why a sandbox is still pending ($2), or no reason any more (NULL). */
+static const char pending_note_sql[] =
+	"UPDATE sandboxes SET state_message = $2 WHERE id = $1 AND state = 'pending'";
+static const char clear_note_sql[] =
+	"UPDATE sandboxes SET state_message = NULL"
+	" WHERE id = $1 AND state = 'ready' AND state_message = $2";
 
 /* ---- database ------------------------------------------------------------ */
 
@@ -234,7 +248,8 @@ static void waiter_add(struct rec *r, const struct row *row, const char *handle,
 	w->id = xstrdup(row->id);
 	w->token = xstrdup(row->token);
 	w->handle = xstrdup(handle);
-	w->address = xstrdup(address);
+	w->address = address ? xstrdup(address) : NULL;
+	w->note = NULL;
 	w->deadline = row->deadline;
 	w->timeout_s = row->timeout_s;
 	w->launched_ms = orc_mono_ms();
@@ -254,6 +269,7 @@ static void waiter_remove(struct rec *r, struct waiter *w)
 	free(w->token);
 	free(w->address);
 	free(w->handle);
+	free(w->note);
 	r->w[i] = r->w[--r->nw];
 }
 
@@ -289,6 +305,13 @@ static void launch(struct rec *r, const struct row *row)
 		msg = xasprintf("sandbox did not become ready within %d seconds", row->timeout_s);
 		fail_sandbox(r, row->id, "pending", msg, row->handle);
 		free(msg);
+		return;
+	}
+	if (row->handle && r->drv->ops->status) {
+		/* Launched by an earlier controller: adopt; status() decides. */
+		orc_log(ORC_LOG_INFO, "adopted a pending sandbox", "sandbox_id", row->id,
+			"handle", row->handle, NULL);
+		waiter_add(r, row, row->handle, NULL, 1);
 		return;
 	}
 	if (row->handle) {
@@ -372,6 +395,20 @@ static void expire(struct rec *r, struct row *row)
 
 static void check_ready(struct rec *r, const struct row *row)
 {
+	struct ctl_sb_status st = CTL_SB_STATUS_INIT;
+	char *msg;
+
+	if (r->drv->ops->status) {
+		if (r->drv->ops->status(r->drv, &st, row->id, row->handle) == 0 &&
+		    st.state == CTL_SB_FAILED) {
+			msg = xasprintf("sandbox process exited%s%.400s", st.message ? ": " : "",
+					st.message ? st.message : "");
+			fail_sandbox(r, row->id, "ready", msg, row->handle);
+			free(msg);
+		}
+		ctl_sb_status_release(&st);
+		return;
+	}
 	if (r->drv->ops->alive(r->drv, row->id, row->handle))
 		return;
 	fail_sandbox(r, row->id, "ready", "sandbox process exited", row->handle);
@@ -514,12 +551,55 @@ static void pass(struct rec *r, int full)
 			check_ready(r, &rows[i]);
 	if (full)
 		remove_orphans(r, rows, n);
+	for (i = 0; full && i < n; i++)
+		ctl_metrics_state_seen(rows[i].state);
+	ctl_metrics_pass(full, orc_mono_ms() - t0);
 	if (orc_log_enabled(ORC_LOG_DEBUG)) {
 		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
 		snprintf(cnt, sizeof(cnt), "%zu", n);
 		orc_log(ORC_LOG_DEBUG, full ? "sweep done" : "pass done", "rows", cnt, "ms", ms, NULL);
 	}
 	rows_free(rows, n);
+}
+
+/*
+ * Ask the driver where waiter w stands (drivers with a status op): 1 when
+ * its agent should be asked now, 0 when not yet, -1 when it failed (the
+ * row is failed; the caller removes w). A new pending note goes on the
+ * row once per change.
+ */
+static int waiter_status(struct rec *r, struct waiter *w)
+{
+	struct ctl_sb_status st = CTL_SB_STATUS_INIT;
+	const char *p[2];
+	int ret = 0;
+
+	if (r->drv->ops->status(r->drv, &st, w->id, w->handle) < 0)
+		return 0;
+	if (st.state == CTL_SB_FAILED) {
+		fail_sandbox(r, w->id, "pending", st.message ? st.message : "the sandbox failed to start",
+			     w->handle);
+		ret = -1;
+		goto done;
+	}
+	if (st.address && (!w->address || strcmp(w->address, st.address))) {
+		free(w->address);
+		w->address = st.address;
+		st.address = NULL;
+	}
+	if (st.state == CTL_SB_PENDING && st.message && (!w->note || strcmp(w->note, st.message))) {
+		p[0] = w->id;
+		p[1] = st.message;
+		if (db_exec(r, pending_note_sql, 2, p) >= 0) {
+			free(w->note);
+			w->note = st.message;
+			st.message = NULL;
+		}
+	}
+	ret = st.state == CTL_SB_READY && w->address ? 1 : 0;
+done:
+	ctl_sb_status_release(&st);
+	return ret;
 }
 
 /* Ask every due waiter's agent for /health. */
@@ -541,10 +621,22 @@ static void health_round(struct rec *r)
 			continue;
 		}
 		if (orc_now() > w->deadline) {
-			msg = xasprintf("sandbox did not become ready within %d seconds", w->timeout_s);
+			msg = xasprintf("sandbox did not become ready within %d seconds%s%.400s",
+					w->timeout_s, w->note ? ": " : "", w->note ? w->note : "");
 			fail_sandbox(r, w->id, "pending", msg, w->handle);
 			free(msg);
 			waiter_remove(r, w);
+			continue;
+		}
+		if (r->drv->ops->status && (err = waiter_status(r, w)) <= 0) {
+			if (err < 0) {
+				waiter_remove(r, w);
+				continue;
+			}
+			/* Not up yet: the driver pokes on a change; look again now and
+			 * then for what changes without an event (timeouts). */
+			w->next_check_ms = orc_mono_ms() + FALLBACK_CHECK_MS;
+			i++;
 			continue;
 		}
 		orc_buf_init(&body, 4096);
@@ -561,15 +653,21 @@ static void health_round(struct rec *r)
 			if (r->drv->ops->seal)
 				r->drv->ops->seal(r->drv, w->id);
 			snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
-			if (transition(r, w->id, "pending", "ready", NULL, w->handle, w->address) > 0)
+			if (transition(r, w->id, "pending", "ready", NULL, w->handle, w->address) > 0) {
 				orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
 					"ms_since_launch", ms, NULL);
+				ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
+				if (w->note) {   /* a pending note is history now */
+					const char *p[2] = { w->id, w->note };
+					db_exec(r, clear_note_sql, 2, p);
+				}
+			}
 			waiter_remove(r, w);
 			continue;
 		}
 		if (err == 0 && status == 401)
 			orc_log(ORC_LOG_WARN, "agent rejected the sandbox token", "sandbox_id", w->id, NULL);
-		if (!r->drv->ops->alive(r->drv, w->id, w->handle)) {
+		if (!r->drv->ops->status && !r->drv->ops->alive(r->drv, w->id, w->handle)) {
 			char *why = r->drv->ops->diagnose ? r->drv->ops->diagnose(r->drv, w->id) : NULL;
 			msg = xasprintf("sandbox process exited before it became ready%s%.200s",
 					why ? ": " : "", why ? why : "");

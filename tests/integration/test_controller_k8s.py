@@ -3,10 +3,11 @@
 The real controller (ORCHARD_DRIVER=kubernetes) against the fake API server
 of tests/k8s/ (in this process; it validates every body strictly, so a
 malformed pod is a 422 and the test fails) whose kubelet runs each pod's
-agent as a local process on 127.18.40.N, and a throwaway PostgreSQL
+agent as a local process on 127.X.Y.N, and a throwaway PostgreSQL
 (/tmp/k8sd-*). Rows are inserted with driver = 'kubernetes' through psql,
 as orchard-api would with ORCHARD_DRIVER=kubernetes.
 """
+import base64
 import http.client
 import json
 import os
@@ -28,9 +29,20 @@ AGENT = os.path.join(ROOT, "bin", "orchard-agent")
 PGBIN = "/usr/lib/postgresql/15/bin"
 IS_ROOT = os.geteuid() == 0
 NS = "orchard-sandboxes"
-FAKE_PORT = 18840
-AGENT_PORT = 18841
-POD_NET = "127.18.40."
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Ports and the pods' loopback network are per run, so that runs of this
+# file in parallel (other engineers, the whole suite) never meet.
+FAKE_PORT = free_port()
+AGENT_PORT = free_port()
+POD_NET = "127.%d.%d." % (100 + os.getpid() % 150, (os.getpid() // 150) % 250)
 API_TOKEN = "k8sd-api-token"
 SELECTOR = "app.kubernetes.io/managed-by=orchard-controller"
 
@@ -197,7 +209,6 @@ class K8s:
             "ORCHARD_K8S_AGENT_IMAGE": "orchard/agent:test",
             "ORCHARD_K8S_AGENT_PORT": str(AGENT_PORT),
             "ORCHARD_K8S_SERVICE_ACCOUNT": "orchard-sandbox",
-            "ORCHARD_K8S_CREATE_WAIT_S": "15",
             "ORCHARD_K8S_RETRY_BUDGET_MS": "10000",
             "ORCHARD_SWEEP_INTERVAL_MS": "300",
             "ORCHARD_LOG_LEVEL": "debug",
@@ -270,11 +281,13 @@ class K8s:
     def close(self):
         for c in self.ctls:
             c.stop(signal.SIGKILL)
-        for sid in self.ids:
-            self.pg.sql("UPDATE sandboxes SET state = 'deleted' WHERE id = '%s'" % sid)
+        if self.ids:
+            self.pg.sql("UPDATE sandboxes SET state = 'deleted' WHERE id IN (%s)"
+                        % ",".join("'%s'" % sid for sid in self.ids))
         self.fake.stop()
         self.runner.cleanup()
-        shutil.rmtree(self.base, ignore_errors=True)
+        if os.environ.get("K8SD_KEEP") != "1":     # keep the logs to read them
+            shutil.rmtree(self.base, ignore_errors=True)
 
 
 @pytest.fixture
@@ -486,13 +499,77 @@ def test_unschedulable_pod_fails_after_the_pending_timeout_with_the_scheduler_me
     wait_for(lambda: k8s.pod(sid) is None, what="unschedulable pod removed")
 
 
+def test_pending_note_shows_why_and_goes_once_the_pod_starts(k8s):
+    msg = "0/2 nodes are available: 2 node(s) had untolerated taint."
+    k8s.start()
+    sid = "k-note-" + uuid.uuid4().hex[:6]
+    k8s.fake.pod_rule("Unschedulable", labels={"orchard.dev/sandbox": sid}, message=msg)
+    k8s.insert(sid=sid, timeout=60)
+    wait_for(lambda: (k8s.row(sid)["message"] or "").endswith(msg), what="pending note")
+    assert k8s.row(sid)["state"] == "pending"
+    assert k8s.row(sid)["message"] == "pod unschedulable: " + msg
+    # A node frees up: the pod starts, the row is ready and the note is gone.
+    k8s.fake.start_pod(NS, "sb-" + sid)
+    row = k8s.wait_state(sid, "ready")
+    assert row["message"] is None, row
+
+
+def test_fifty_creates_progress_at_once(k8s):
+    """create() returns once the API server accepted the pod; the loop
+    follows every pending pod through the watch, so 50 pods are all created
+    while none of them has started, each becomes ready when it starts, and
+    the loop is never held by the ones still pending."""
+    k8s.start()
+    tag = uuid.uuid4().hex[:4]
+    k8s.fake.pod_rule("Stay", name="sb-k-many-%s-*" % tag)
+    sids = ["k-many-%s-%02d" % (tag, i) for i in range(50)]
+    k8s.pg.sql(     # in one statement: one NOTIFY-driven burst, as from many clients
+        "INSERT INTO sandboxes (id, tenant_id, image, driver, cpu, memory, cpu_millis,"
+        " memory_bytes, block_network, timeout_seconds, agent_token)"
+        " SELECT 'k-many-%s-' || lpad(i::text, 2, '0'), %s, 'python:3.11-slim', 'kubernetes',"
+        " '100m', '67108864', 100, 67108864, true, 300, md5(random()::text) || md5(i::text)"
+        " FROM generate_series(0, 49) i" % (tag, k8s.pg.tenant))
+    k8s.ids.extend(sids)
+
+    def states():
+        return dict((r[0], (r[1], r[2])) for r in k8s.pg.sql(
+            "SELECT id, state, driver_handle FROM sandboxes WHERE id LIKE 'k-many-%s-%%'" % tag))
+    wait_for(lambda: sum(p["code"] == 201 for p in k8s.posts("pods")) >= 50, timeout=60,
+             what="50 pods created")
+    wait_for(lambda: all(h for _, h in states().values()), what="50 handles recorded")
+    assert {st for st, _ in states().values()} == {"pending"}
+    assert {p["status"]["phase"] for p in k8s.fake.objects("pods", NS)
+            if p["metadata"]["name"].startswith("sb-k-many-" + tag)} == {"Pending"}
+    # Some start (in reverse order of creation): exactly those become ready.
+    started = sids[-1:-6:-1]
+    for sid in started:
+        k8s.fake.start_pod(NS, "sb-" + sid)
+    rows = [k8s.wait_state(sid, "ready") for sid in started]
+    assert len({r["address"] for r in rows}) == len(started)
+    tok = k8s.pg.sql("SELECT agent_token FROM sandboxes WHERE id = '%s'" % started[2])[0][0]
+    status, body = agent_call(rows[2]["address"], tok, "POST", "/exec", {"command": "echo many"})
+    assert status == 200 and body["stdout"] == "many\n", body
+    assert sum(st == "pending" for st, _ in states().values()) == 45
+    # A sandbox created meanwhile is not held up behind the 45.
+    other, _ = k8s.insert(timeout=60)
+    k8s.wait_state(other, "ready")
+    # The 45 that never started are deleted together.
+    k8s.pg.sql("UPDATE sandboxes SET state = 'deleting', deleted_at = now()"
+               " WHERE id LIKE 'k-many-%s-%%' AND state = 'pending'" % tag)
+    wait_for(lambda: sum(st == "deleted" for st, _ in states().values()) == 45, timeout=60,
+             what="45 deleted")
+    wait_for(lambda: len([p for p in k8s.fake.objects("pods", NS)
+                          if p["metadata"]["name"].startswith("sb-k-many-" + tag)]) == 5,
+             timeout=30, what="45 pods removed")
+    k8s.assert_no_invalid_requests()
+
+
 def test_container_exit_after_ready_fails_the_row(k8s):
     k8s.start()
     sid, _, _ = ready_sandbox(k8s)
     k8s.fake.terminate(NS, "sb-" + sid, exit_code=137, reason="OOMKilled")
     row = k8s.wait_state(sid, "failed")
-    assert row["message"] == "sandbox process exited"
-    assert "container exited with code 137 (OOMKilled)" in k8s.ctl.log()
+    assert row["message"] == "sandbox process exited: container exited with code 137 (OOMKilled)"
     wait_for(lambda: k8s.pod(sid) is None, what="pod removed")
 
 
@@ -501,7 +578,8 @@ def test_pod_that_vanishes_fails_the_row(k8s):
     sid, _, _ = ready_sandbox(k8s)
     k8s.fake.api.delete("pods", NS, "sb-" + sid, None, {"gracePeriodSeconds": "0"})
     row = k8s.wait_state(sid, "failed")
-    assert row["message"] == "sandbox process exited"
+    assert row["message"] in ("sandbox process exited: the pod is gone",
+                              "sandbox process exited: the pod is being deleted"), row
 
 
 def test_invalid_pod_is_not_retried_and_fails_the_row(k8s):
@@ -719,3 +797,173 @@ def test_in_cluster_refuses_a_server_the_ca_does_not_vouch_for(k8s_tls):
     assert k.row(sid)["state"] == "failed"
     assert "certificate" in c.log()
     assert k.fake.requests_matching() == []       # no request got through TLS
+
+
+# ---- the whole stack against the fake: HTTPS -> nginx -> api -> a pod's agent ----------------
+#
+# scripts/stack.sh (the production script) with ORCHARD_DRIVER=kubernetes and
+# the ORCHARD_K8S_* settings in its environment, which it passes on to
+# orchard-api and orchard-controller: rows get driver 'kubernetes', the
+# controller creates pods in the fake, whose kubelet runs each pod's agent on
+# 127.X.Y.N; exec and files go through nginx and the api to that address,
+# the PTY WebSocket through nginx straight to it.
+
+class K8sStack:
+    def __init__(self):
+        from stack import Stack, free_port as stack_free_port
+        self.base = tempfile.mkdtemp(prefix="k8sd-stack-", dir="/tmp")
+        self.token_file = os.path.join(self.base, "api-token")
+        with open(self.token_file, "w") as f:
+            f.write(API_TOKEN + "\n")
+        self.runner = LocalRunner({"orchard-agent": AGENT}, workdir=os.path.join(self.base, "pods"))
+        self.fake = FakeApiServer(port=stack_free_port(), token=API_TOKEN, namespaces=(NS,),
+                                  ready_delay=0.1, delete_delay=0.3, bookmark_interval=0.5,
+                                  runner=self.runner, pod_ip_prefix=POD_NET)
+        self.fake.start()
+        env = {
+            "ORCHARD_DRIVER": "kubernetes",
+            "ORCHARD_K8S_API_URL": self.fake.url,
+            "ORCHARD_K8S_TOKEN_FILE": self.token_file,
+            "ORCHARD_K8S_NAMESPACE": NS,
+            "ORCHARD_K8S_AGENT_IMAGE": "orchard/agent:test",
+            "ORCHARD_K8S_AGENT_PORT": str(AGENT_PORT),
+            "ORCHARD_K8S_SERVICE_ACCOUNT": "orchard-sandbox",
+        }
+
+        class S(Stack):
+            def _script(self, cmd, timeout):
+                return subprocess.run(
+                    [os.path.join(ROOT, "scripts", "stack.sh"), cmd, self.var],
+                    env=dict(os.environ, ORCHARD_PORT=str(self.port), **env),
+                    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        self.stack = S()
+
+    def workspace(self, sid):
+        """Where the pod's /workspace emptyDir is on this machine."""
+        return os.path.join(self.runner.workdir, "%s_sb-%s" % (NS, sid), "vol-workspace")
+
+    def controller_pid(self):
+        with open(os.path.join(self.stack.var, "run", "controller.pid")) as f:
+            return int(f.readline().strip())
+
+    def close(self):
+        try:
+            self.stack.down()
+        finally:
+            self.fake.stop()
+            self.stack.remove()
+            self.runner.cleanup()
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def kstack():
+    k = K8sStack()
+    try:
+        k.stack.up()
+    except Exception:
+        k.close()
+        raise
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def api_exec(s, admin, sid, cmd):
+    r = admin.post("%s/v1/sandboxes/%s/exec" % (s.url, sid), json={"command": cmd, "wait": True})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_whole_stack_exec_files_pty_delete_through_a_pod(kstack):
+    from test_pty_stack import WSS, pty_path, run_shell
+    s, fake = kstack.stack, kstack.fake
+    admin = s.session()
+    r = admin.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    s.wait_ready(admin, sid)
+    assert s.scalar("SELECT driver FROM sandboxes WHERE id = '%s'" % sid) == "kubernetes"
+    pod = fake.get("pods", NS, "sb-" + sid)
+    addr = s.scalar("SELECT agent_address FROM sandboxes WHERE id = '%s'" % sid)
+    assert addr == "http://%s:%d" % (pod["status"]["podIP"], AGENT_PORT)
+
+    # exec through nginx and the api, run by the pod's agent
+    out = api_exec(s, admin, sid, "echo from-the-pod $((6*7))")
+    assert out["exit_code"] == 0 and out["stdout"] == "from-the-pod 42\n", out
+
+    # files: Orchard's base64 routes and a raw stream, in the pod's workspace
+    ws = kstack.workspace(sid)
+    path = os.path.join(ws, "hello.txt")
+    r = admin.post("%s/sandboxes/%s/files" % (s.url, sid),
+                   json={"path": path, "content": base64.b64encode(b"hi pod\n").decode()})
+    assert r.status_code == 200, r.text
+    with open(path, "rb") as f:
+        assert f.read() == b"hi pod\n"
+    r = admin.get("%s/sandboxes/%s/files" % (s.url, sid), params={"path": path})
+    assert r.status_code == 200 and base64.b64decode(r.json()["content"]) == b"hi pod\n", r.text
+    blob = os.urandom(300000)
+    r = admin.put("%s/v1/sandboxes/%s/files/raw" % (s.url, sid), params={"path": path + ".bin"},
+                  data=blob)
+    assert r.status_code in (200, 201), r.text
+    r = admin.get("%s/v1/sandboxes/%s/files/raw" % (s.url, sid), params={"path": path + ".bin"})
+    assert r.status_code == 200 and r.content == blob
+
+    # the PTY WebSocket: nginx proxies it straight to the pod's agent address
+    w = WSS(s, pty_path(sid, "?api_key=" + s.admin_key))
+    try:
+        assert w.status == 101, (w.status, w.buf)
+        text, code, _ = run_shell(w)
+    finally:
+        w.close()
+    assert "hi" in text and code == 3, (text, code)
+
+    # delete: the pod, its Secret go; the row is deleted
+    assert admin.delete("%s/v1/sandboxes/%s" % (s.url, sid)).status_code in (200, 202, 204)
+    s.wait_for(lambda: s.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % sid) == "deleted",
+               what="row deleted")
+    s.wait_for(lambda: fake.get("pods", NS, "sb-" + sid) is None, what="pod removed")
+    assert fake.get("secrets", NS, "sb-%s-token" % sid) is None
+    bad = [(q["method"], q["path"], q["code"]) for q in fake.requests_matching()
+           if q["code"] in (400, 415, 422)]
+    assert not bad, bad
+
+
+def test_whole_stack_survives_a_controller_restart_and_a_lost_watch(kstack):
+    s, fake = kstack.stack, kstack.fake
+    admin = s.session()
+    r = admin.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    s.wait_ready(admin, sid)
+    uid = fake.get("pods", NS, "sb-" + sid)["metadata"]["uid"]
+
+    # The controller stops; the sandbox keeps serving (the api reaches the
+    # pod directly), and a sandbox asked for meanwhile waits for the next one.
+    pid = kstack.controller_pid()
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not os.path.exists("/proc/%d" % pid), timeout=15, what="controller gone")
+    assert api_exec(s, admin, sid, "echo still-here")["stdout"] == "still-here\n"
+    r = admin.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim"})
+    assert r.status_code in (200, 201), r.text
+    later = r.json()["sandbox_id"]
+    assert s.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % later) == "pending"
+    s.up()    # starts only what is not running: a new controller
+    assert kstack.controller_pid() != pid
+    s.wait_ready(admin, later)
+    assert api_exec(s, admin, later, "echo new")["stdout"] == "new\n"
+    assert fake.get("pods", NS, "sb-" + sid)["metadata"]["uid"] == uid   # adopted, not replaced
+    assert s.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % sid) == "ready"
+
+    # The watch breaks; a pod that dies meanwhile is still noticed (the
+    # watch resumes from its resourceVersion), and the api reports it.
+    fake.drop_watches()
+    fake.terminate(NS, "sb-" + sid, exit_code=137, reason="OOMKilled")
+    s.wait_for(lambda: s.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % sid) == "failed",
+               what="row failed")
+    r = admin.get("%s/v1/sandboxes/%s" % (s.url, sid))
+    assert r.status_code == 200, r.text
+    assert "OOMKilled" in json.dumps(r.json()), r.json()
+    s.wait_for(lambda: fake.get("pods", NS, "sb-" + sid) is None, what="failed pod removed")
+    admin.delete("%s/v1/sandboxes/%s" % (s.url, later))

@@ -395,6 +395,9 @@ class FakeApiServer:
         labels= (subset) get `action` instead of running; see fake_kubelet."""
         return self.kubelet.add_rule(action, **kw)
 
+    def start_pod(self, ns, name):
+        return self.kubelet.start(ns, name)
+
     def set_ready(self, ns, name, ready=True):
         return self.kubelet.set_ready(ns, name, ready)
 

@@ -50,6 +50,58 @@ def stages(path):
     return names
 
 
+DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
+
+
+def all_dockerfiles():
+    found = []
+    for d in (REPO, os.path.join(REPO, "docker")):
+        found += [os.path.join(d, f) for f in sorted(os.listdir(d))
+                  if f == "Dockerfile" or f.startswith("Dockerfile.") or f.endswith(".Dockerfile")]
+    return found
+
+
+def from_images(path):
+    """The image every FROM of path builds on, with ARG defaults expanded;
+    None for a FROM that names an earlier stage."""
+    args, stage_names, out = {}, set(), []
+    for instr, rest in dockerfile_instructions(path):
+        if instr == "ARG" and "=" in rest:
+            k, v = rest.split("=", 1)
+            args.setdefault(k.strip(), v.strip().strip('"'))
+        elif instr == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--platform")]
+            ref = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), m.group(0)),
+                         words[0])
+            out.append(None if ref in stage_names else ref)
+            if len(words) == 3 and words[1].upper() == "AS":
+                stage_names.add(words[2])
+    return out
+
+
+def test_every_from_is_pinned_by_digest():
+    files = all_dockerfiles()
+    assert DOCKERFILE in files
+    for path in files:
+        with open(path) as f:
+            first = f.readline()
+        assert not first.lower().startswith("# syntax="), \
+            "%s: a syntax directive pulls a frontend image by tag" % path
+        bases = [b for b in from_images(path) if b is not None]
+        assert bases, path
+        for ref in bases:
+            assert DIGEST_REF.match(ref), "%s: FROM %s is not pinned by digest" % (path, ref)
+
+
+def test_pin_check_rejects_a_tag_and_accepts_stages(tmp_path):
+    p = tmp_path / "Dockerfile"
+    p.write_text("ARG B=debian:bookworm-slim\nFROM ${B} AS one\nFROM one AS two\n"
+                 "FROM busybox@sha256:" + "a" * 64 + "\n")
+    assert from_images(str(p)) == ["debian:bookworm-slim", None, "busybox@sha256:" + "a" * 64]
+    assert not DIGEST_REF.match("debian:bookworm-slim")
+    assert not DIGEST_REF.match("debian@sha256:abc")
+
+
 def test_dockerfile_bundles_the_agent_with_the_one_script():
     runs = " ".join(a for i, a in dockerfile_instructions(DOCKERFILE) if i == "RUN")
     assert "scripts/agent-bundle.sh --patchelf --prefix /orchard /out/orchard" in runs

@@ -133,18 +133,48 @@ def test_sandbox_namespace_default_deny():
     (rule,) = spec["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 7070}]
     (peer,) = rule["from"]
-    assert peer["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "orchard-api"}}
+    assert peer["podSelector"] == {"matchExpressions": [{
+        "key": "app.kubernetes.io/name", "operator": "In",
+        "values": ["orchard-api", "orchard-controller"]}]}
     assert peer["namespaceSelector"] == {"matchLabels": {
         "kubernetes.io/metadata.name": "orchard"}}
     cfg = one(render("base"), "ConfigMap", "orchard-config")["data"]
     assert cfg["ORCHARD_K8S_AGENT_PORT"] == "7070" and cfg["ORCHARD_K8S_NAMESPACE"] == NS
 
 
-def test_api_pods_match_the_sandbox_ingress_rule():
-    objs = render("base")
-    api = one(objs, "Deployment", "orchard-api")
-    assert api["metadata"]["namespace"] == "orchard"
-    assert api["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "orchard-api"
+def selector_matches(sel, labels):
+    """A LabelSelector (matchLabels + matchExpressions In/NotIn/Exists/
+    DoesNotExist) against a label map."""
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        op, k = e["operator"], e["key"]
+        if op == "In" and labels.get(k) not in e["values"]:
+            return False
+        if op == "NotIn" and labels.get(k) in e["values"]:
+            return False
+        if op == "Exists" and k not in labels:
+            return False
+        if op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("target", ["base", "overlays/dev", "overlays/prod"])
+def test_api_and_controller_pods_reach_sandbox_agents_and_nothing_else_does(target):
+    """The api calls agents for exec/files/PTY, the controller for /health
+    before a sandbox is ready: both must match the sandbox ingress rule."""
+    objs = render(target)
+    (peer,) = one(objs, "NetworkPolicy", "orchard-sandbox-default-deny")["spec"]["ingress"][0]["from"]
+    for name in ("orchard-api", "orchard-controller"):
+        dep = one(objs, "Deployment", name)
+        assert dep["metadata"]["namespace"] == "orchard"
+        assert selector_matches(peer["podSelector"], dep["spec"]["template"]["metadata"]["labels"])
+    for o in objs:
+        if o["kind"] in ("StatefulSet", "Job"):
+            labels = o["spec"]["template"]["metadata"]["labels"]
+            assert not selector_matches(peer["podSelector"], labels), o["metadata"]["name"]
 
 
 @pytest.mark.parametrize("target,api_replicas", [("base", 2), ("overlays/prod", 3)])
@@ -265,3 +295,16 @@ def test_fake_apiserver_accepts_the_documented_sandbox_objects(fake_k8s):
     pod = fake_k8s.create("pods", NS, _doc_block("sandbox pod"))
     assert pod["metadata"]["labels"]["orchard.dev/sandbox"] == "0123456789abcdef"
     fake_k8s.wait_pod_phase(NS, "sb-0123456789abcdef", "Running")
+
+
+@pytest.mark.parametrize("target", ["base", "overlays/dev", "overlays/prod"])
+def test_agent_image_moves_with_the_controller_image(target):
+    """The agent image is no container of a Deployment (kustomize's images:
+    does not reach it): the ConfigMap names it, and it must come from the
+    same registry and release as the controller that injects it."""
+    objs = render(target)
+    ctl = one(objs, "Deployment", "orchard-controller")
+    (image,) = {c["image"] for c in ctl["spec"]["template"]["spec"]["containers"]}
+    agent = one(objs, "ConfigMap", "orchard-config")["data"]["ORCHARD_K8S_AGENT_IMAGE"]
+    assert "/controller" in image, image
+    assert agent == image.replace("/controller", "/agent", 1), (agent, image)
