@@ -245,8 +245,9 @@ int cli_list_all(json_object **out, const struct cli_config *cfg, const char *ba
 int cli_job_is_done(json_object *job);
 /* Wait until the job finished or timeout_s passed (0: no limit); *job is replaced. */
 int cli_job_wait(json_object **job, const struct cli_config *cfg, long timeout_s);
-/* Write its stdout and stderr to ours; warn about truncation. */
-int cli_job_write_output(json_object *job);
+/* Write its stdout and stderr to ours (unless they were streamed
+ * already); warn about truncation. */
+int cli_job_write_output(json_object *job, int streamed);
 /* Our exit status for a finished job: its exit code, 124 on a timeout. */
 int cli_job_exit_status(json_object *job, long timeout_s);
 /* JOB ID, STATUS, EXIT, AGE, COMMAND, oldest first; only the last `last` (0: all). */

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "err.h"
 #include "strutil.h"
+#include "transfer.h"
 #include "xalloc.h"
 
 #define EXEC_DEFAULT_TIMEOUT_S 300
@@ -31,7 +32,8 @@ const char exec_usage[] =
 	"                          [--detach] [-n] [-t] -- CMD [ARG...]\n"
 	"\n"
 	"Run CMD with its arguments in sandbox ID (directly, not through a shell),\n"
-	"write its stdout and stderr to ours and exit with its exit status.\n"
+	"write its stdout and stderr to ours as it writes them, and exit with its\n"
+	"exit status.\n"
 	"When it runs past its timeout it is killed and orchardctl exits 124.\n"
 	"When stdin is not a terminal it is sent to the command (up to 8 MiB of\n"
 	"UTF-8 text).\n"
@@ -209,6 +211,8 @@ static json_object *request_body(const struct exec_args *a, json_object *cmd, co
 
 	json_object_object_add(body, "command", cmd);
 	json_object_object_add(body, "wait", json_object_new_boolean(!a->detach));
+	if (!a->detach)   /* output live (a server that does not stream ignores it) */
+		json_object_object_add(body, "stream", json_object_new_boolean(1));
 	if (a->timeout)
 		json_object_object_add(body, "timeout_seconds", json_object_new_int64(a->timeout));
 	if (a->cwd)
@@ -231,7 +235,7 @@ int cmd_exec(struct cli_config *cfg, int argc, char **argv)
 	struct cli_request req = { "POST", NULL, NULL, idem, 0, NULL, NULL };
 	json_object *body = NULL, *job = NULL;
 	char *path = NULL;
-	int rc, have_stdin = 0;
+	int rc, have_stdin = 0, streamed = 0;
 
 	if ((rc = parse_args(&a, cfg, argc, argv)) != 0 || (rc = cli_config_check(cfg)) != 0)
 		goto done;
@@ -256,21 +260,25 @@ int cmd_exec(struct cli_config *cfg, int argc, char **argv)
 		a.timeout = EXEC_DEFAULT_TIMEOUT_S;
 	req.timeout_s = a.detach ? 60 : (long)a.timeout + EXEC_MARGIN_S;
 
-	if (cli_call(&job, cfg, &req) < 0)
-		goto done;
-	if (!json_object_is_type(job, json_type_object) || !strcmp(cli_field_text(job, "job_id"), "-")) {
-		cli_error("unexpected response to exec: no job");
-		goto done;
-	}
 	if (a.detach) {
+		if (cli_call(&job, cfg, &req) < 0)
+			goto done;
+		if (!json_object_is_type(job, json_type_object) ||
+		    !strcmp(cli_field_text(job, "job_id"), "-")) {
+			cli_error("unexpected response to exec: no job");
+			goto done;
+		}
 		printf("%s\n", cli_field_text(job, "job_id"));
 		rc = CLI_OK;
 		goto done;
 	}
-	/* The server's wait may give up before the command ends. */
+	if (cli_exec_stream(&job, &streamed, cfg, &req, (long)a.timeout + EXEC_MARGIN_S) < 0)
+		goto done;
+	/* The server's wait may give up before the command starts; then
+	 * nothing was printed yet. */
 	if (!cli_job_is_done(job) && cli_job_wait(&job, cfg, 0) < 0)
 		goto done;
-	if (cli_job_write_output(job) < 0)
+	if (cli_job_write_output(job, streamed) < 0)
 		goto done;
 	rc = cli_job_exit_status(job, (long)a.timeout);
 done:

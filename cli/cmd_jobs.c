@@ -243,7 +243,7 @@ int cmd_jobs_logs(struct cli_config *cfg, int argc, char **argv)
 		goto done;
 	if (a.follow && !cli_job_is_done(job) && cli_job_wait(&job, cfg, 0) < 0)
 		goto done;
-	if (cli_job_write_output(job) < 0)
+	if (cli_job_write_output(job, 0) < 0)
 		goto done;
 	if (!cli_job_is_done(job))
 		cli_error("job %s is still %s: this is its output so far (-f waits for the end)",

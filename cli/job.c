@@ -97,9 +97,9 @@ static void warn_truncated(json_object *job, const char *stream)
 			  cli_field_text(job, count));
 }
 
-int cli_job_write_output(json_object *job)
+int cli_job_write_output(json_object *job, int streamed)
 {
-	if (write_stream(stdout, job, "stdout") < 0 || write_stream(stderr, job, "stderr") < 0) {
+	if (!streamed && (write_stream(stdout, job, "stdout") < 0 || write_stream(stderr, job, "stderr") < 0)) {
 		cli_error("writing the command's output failed");
 		return ORC_ERROR;
 	}

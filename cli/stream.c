@@ -81,6 +81,14 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	long status = 0;
 
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status >= 200 && status <= 299 && c->s->out_fn) {
+		if (c->s->out_fn(c->s->out_arg, data, n) < 0) {
+			c->s->out_errno = EIO;
+			return 0;
+		}
+		c->s->received += (int64_t)n;
+		return n;
+	}
 	if (status >= 200 && status <= 299 && c->s->out_fd >= 0) {
 		if (write_all(c->s->out_fd, data, n) < 0) {
 			c->s->out_errno = errno;
@@ -154,10 +162,13 @@ static CURLcode perform(struct stream_ctx *c, const struct cli_config *cfg, cons
 		curl_easy_setopt(c->curl, CURLOPT_READDATA, c);
 		if (c->s->in_size >= 0)
 			curl_easy_setopt(c->curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)c->s->in_size);
+	} else if (req->body) {   /* a JSON request whose answer streams (exec) */
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(req->body));
 	}
 	curl_easy_setopt(c->curl, CURLOPT_BUFFERSIZE, BUFFER_SIZE);
 	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, STALL_S);
+	curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, c->s->stall_s > 0 ? c->s->stall_s : STALL_S);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);

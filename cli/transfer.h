@@ -49,6 +49,11 @@ struct cli_stream {
 	int (*in_end)(void *arg);
 	void *in_arg;
 	int out_fd;                  /* a 2xx answer's body goes here; -1: buffered as JSON */
+	/* Or, with out_fd -1, a 2xx answer's body is handed here as it
+	 * arrives; < 0 stops the transfer (ORC_ERROR, no message). */
+	int (*out_fn)(void *arg, const char *data, size_t n);
+	void *out_arg;
+	long stall_s;                /* give up after this long without a byte; 0: 300 s */
 	struct cli_progress *progress;
 	/* Filled in: */
 	int64_t file_size;           /* X-File-Size, else Content-Length; -1 */
@@ -67,6 +72,16 @@ void cli_stream_init(struct cli_stream *s);
  */
 int cli_http_stream(struct cli_response *out, const struct cli_config *cfg, const struct cli_request *req,
 		    struct cli_stream *s);
+
+/* ---- exec_stream.c: exec with the output printed as the command writes ---- */
+/*
+ * POST req (an exec with "stream": true) and copy the NDJSON output lines
+ * to our stdout and stderr as they arrive. *job is the job of the last
+ * line ({"type":"exit","job"}), or the whole answer of a server that does
+ * not stream (then *streamed is 0 and nothing was printed).
+ */
+int cli_exec_stream(json_object **job, int *streamed, const struct cli_config *cfg,
+		    const struct cli_request *req, long stall_s);
 
 /* ---- tar_create.c / tar_extract.c: a directory as a tar stream, in a thread ---- */
 struct cli_tar {

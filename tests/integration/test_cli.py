@@ -391,8 +391,8 @@ def test_exec_retry_reuses_its_idempotency_key_and_sends_stdin(home, fake_api):
     keys = [q["headers"].get("Idempotency-Key") for q in api.requests]
     assert keys[0] and keys[0] == keys[1]
     body = json.loads(api.requests[1]["body"])
-    assert body == {"command": "echo 'it'\\''s'", "wait": True, "cwd": "/src", "login_shell": True,
-                    "stdin": "piped\n"}
+    assert body == {"command": "echo 'it'\\''s'", "wait": True, "stream": True, "cwd": "/src",
+                    "login_shell": True, "stdin": "piped\n"}
 
 
 def test_ls_follows_next_cursor_and_sends_filters(home, fake_api):

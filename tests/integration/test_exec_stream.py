@@ -5,9 +5,13 @@ stdout/stderr lines (base64), then {"type":"exit","job":{...}}.
 """
 import base64
 import json
+import os
+import subprocess
 import uuid
 
 import pytest
+
+from stack import BIN
 
 
 def lines_of(r):
@@ -88,3 +92,23 @@ def test_streaming_on_an_unknown_sandbox_is_a_plain_404(stack, admin):
     r = admin.post("%s/v1/sandboxes/no-such-box-%s/exec" % (stack.url, uuid.uuid4().hex[:6]),
                    json={"command": "true", "stream": True})
     assert r.status_code == 404 and r.json()["code"] == "not_found", r.text
+
+
+def test_orchardctl_exec_prints_output_as_the_command_writes(stack, admin, sandbox):
+    """orchardctl exec streams: the first line is on our stdout while the
+    command still waits for the test (a file upload) to let it finish."""
+    go = "/tmp/go-%s" % uuid.uuid4().hex[:8]
+    cmd = "echo first; while [ ! -e %s ]; do sleep 0.05; done; echo second; echo err >&2; exit 3" % go
+    p = subprocess.Popen([os.path.join(BIN, "orchardctl"), "exec", "-n", sandbox, "--", "sh", "-c", cmd],
+                         env=stack.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline() == b"first\n"
+        assert p.poll() is None
+        upload(stack, admin, sandbox, go)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert out == b"second\n" and err == b"err\n" and p.returncode == 3, (out, err)
