@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "err.h"
@@ -12,10 +13,11 @@
 
 #define LIST_MAX 10000
 #define CHUNK_MAX 1000
+#define WATCH_S 2
 
 const char ls_usage[] =
 	"usage: orchardctl ls [--status S] [-l K=V]... [-o table|wide|json] [-q]\n"
-	"                     [--chunk-size N]\n"
+	"                     [--chunk-size N] [-w]\n"
 	"\n"
 	"List your sandboxes, oldest first: ID, IMAGE, STATUS, CPU, MEMORY, AGE\n"
 	"(-o wide adds NETWORK, TTL, IDLE and LABELS). Every page is fetched, up to\n"
@@ -25,7 +27,10 @@ const char ls_usage[] =
 	"  -l, --label K=V     only sandboxes with this label (repeatable: all must match)\n"
 	"  -o FORMAT           table (default), wide, or json ({\"sandboxes\": [...]})\n"
 	"  -q, --quiet         only the ids, one per line\n"
-	"  --chunk-size N      sandboxes per request (default: the server's, 100)\n";
+	"  --chunk-size N      sandboxes per request (default: the server's, 100)\n"
+	"  -w, --watch         then keep watching: every 2 s print the sandboxes that\n"
+	"                      appeared or changed status (gone ones as \"deleted\"),\n"
+	"                      with -o json one JSON object per line, until interrupted\n";
 
 enum { OPT_STATUS = CLI_OPT_FIRST_FREE, OPT_CHUNK };
 
@@ -36,6 +41,7 @@ const struct option ls_opts[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
+	{ "watch", no_argument, NULL, 'w' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -110,18 +116,102 @@ static void print_table(json_object *items, int wide)
 	orc_buf_release(&labels);
 }
 
+/* The status of sandbox id in items, or NULL when it is not there. */
+static const char *status_in(json_object *items, const char *id)
+{
+	size_t i, n = json_object_array_length(items);
+
+	for (i = 0; i < n; i++) {
+		json_object *sb = json_object_array_get_idx(items, i);
+		if (!strcmp(cli_field_text(sb, "sandbox_id"), id))
+			return cli_field_text(sb, "status");
+	}
+	return NULL;
+}
+
+/* What changed from prev to cur: new or re-statused sandboxes, and gone
+ * ones as "deleted". */
+static json_object *changes(json_object *prev, json_object *cur)
+{
+	json_object *out = json_object_new_array(), *sb, *gone;
+	size_t i;
+	const char *was;
+
+	for (i = 0; i < json_object_array_length(cur); i++) {
+		sb = json_object_array_get_idx(cur, i);
+		was = status_in(prev, cli_field_text(sb, "sandbox_id"));
+		if (!was || strcmp(was, cli_field_text(sb, "status")))
+			json_object_array_add(out, json_object_get(sb));
+	}
+	for (i = 0; i < json_object_array_length(prev); i++) {
+		sb = json_object_array_get_idx(prev, i);
+		if (status_in(cur, cli_field_text(sb, "sandbox_id")))
+			continue;
+		if (json_object_deep_copy(sb, &gone, NULL) != 0)
+			continue;
+		json_object_object_add(gone, "status", json_object_new_string("deleted"));
+		json_object_array_add(out, gone);
+	}
+	return out;
+}
+
+static void print_items(json_object *items, enum cli_output output, int quiet, int lines)
+{
+	size_t i, n = json_object_array_length(items);
+	json_object *o;
+
+	if (quiet) {
+		for (i = 0; i < n; i++)
+			printf("%s\n", cli_field_text(json_object_array_get_idx(items, i), "sandbox_id"));
+	} else if (output == CLI_OUT_JSON && lines) {
+		for (i = 0; i < n; i++)
+			printf("%s\n", json_object_to_json_string_ext(json_object_array_get_idx(items, i),
+								      JSON_C_TO_STRING_PLAIN |
+								      JSON_C_TO_STRING_NOSLASHESCAPE));
+	} else if (output == CLI_OUT_JSON) {
+		o = json_object_new_object();
+		json_object_object_add(o, "sandboxes", json_object_get(items));
+		cli_print_json(o);
+		json_object_put(o);
+	} else {
+		print_table(items, output == CLI_OUT_WIDE);
+	}
+	fflush(stdout);
+}
+
+/* ls -w: list again every WATCH_S and print what changed, until killed. */
+static int watch(const struct cli_config *cfg, const char *base, int64_t chunk, enum cli_output output,
+		 int quiet, json_object *items)
+{
+	json_object *prev = json_object_get(items), *cur = NULL, *diff;
+
+	for (;;) {
+		sleep(WATCH_S);
+		if (cli_list_all(&cur, cfg, base, "sandboxes", (long)chunk, LIST_MAX, NULL) < 0) {
+			json_object_put(prev);
+			return CLI_FAIL;
+		}
+		diff = changes(prev, cur);
+		if (json_object_array_length(diff))
+			print_items(diff, output, quiet, 1);
+		json_object_put(diff);
+		json_object_put(prev);
+		prev = cur;
+		cur = NULL;
+	}
+}
+
 int cmd_ls(struct cli_config *cfg, int argc, char **argv)
 {
 	struct orc_buf base = ORC_BUF_INIT;
 	enum cli_output output = CLI_OUT_TABLE;
-	json_object *items = NULL, *o;
-	int opt, rc = CLI_USAGE, quiet = 0;
+	json_object *items = NULL;
+	int opt, rc = CLI_USAGE, quiet = 0, watching = 0;
 	int64_t chunk = 0;
-	size_t i;
 
 	orc_buf_adds(&base, "/v1/sandboxes");
 	optind = 0;
-	while ((opt = getopt_long(argc, argv, "o:l:q", ls_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:l:qw", ls_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'o':
 			if (cli_parse_output(&output, optarg) < 0) {
@@ -130,6 +220,7 @@ int cmd_ls(struct cli_config *cfg, int argc, char **argv)
 			}
 			break;
 		case 'q': quiet = 1; break;
+		case 'w': watching = 1; break;
 		case OPT_STATUS:
 			if (!*optarg || strlen(optarg) > 32) {
 				rc = cli_usage_error(ls_usage, "ls: --status wants pending, ready or failed");
@@ -167,18 +258,8 @@ int cmd_ls(struct cli_config *cfg, int argc, char **argv)
 	rc = CLI_FAIL;
 	if (cli_list_all(&items, cfg, orc_buf_cstr(&base), "sandboxes", (long)chunk, LIST_MAX, NULL) < 0)
 		goto done;
-	if (quiet) {
-		for (i = 0; i < json_object_array_length(items); i++)
-			printf("%s\n", cli_field_text(json_object_array_get_idx(items, i), "sandbox_id"));
-	} else if (output == CLI_OUT_JSON) {
-		o = json_object_new_object();
-		json_object_object_add(o, "sandboxes", json_object_get(items));
-		cli_print_json(o);
-		json_object_put(o);
-	} else {
-		print_table(items, output == CLI_OUT_WIDE);
-	}
-	rc = CLI_OK;
+	print_items(items, output, quiet, watching);
+	rc = watching ? watch(cfg, orc_buf_cstr(&base), chunk, output, quiet, items) : CLI_OK;
 done:
 	if (items)
 		json_object_put(items);

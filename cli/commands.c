@@ -136,7 +136,8 @@ const struct cli_cmd cli_commands[] = {
 	{ "ls", cmd_ls, "list sandboxes", ls_usage,
 	  "  orchardctl ls\n"
 	  "  orchardctl ls --status ready -l team=ml -o wide\n"
-	  "  orchardctl ls -q | xargs orchardctl rm\n",
+	  "  orchardctl ls -q | xargs orchardctl rm\n"
+	  "  orchardctl ls -w -o json -l run=42\n",
 	  ls_opts, NULL, CLI_ARG_NONE },
 	{ "get", cmd_get, "show a sandbox", get_usage,
 	  "  orchardctl get demo\n  orchardctl get demo -o json | jq -r .status\n",

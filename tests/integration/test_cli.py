@@ -533,6 +533,32 @@ def test_ls_pages_through_everything_and_rm_all_needs_yes(stack, home):
     assert sctl(stack, home, "ls", "-l", "page=" + tag, "-q").stdout == ""
 
 
+def test_ls_watch_prints_what_changes(stack, admin, home):
+    """ls -w -o json: the current list, then one line per change (a new
+    sandbox, its status becoming ready, its deletion), until killed."""
+    tag = "w%d" % os.getpid()
+    env = clean_env(home, ORCHARD_URL=stack.url, ORCHARD_API_KEY=stack.admin_key,
+                    ORCHARD_CACERT=stack.cacert)
+    p = subprocess.Popen([CTL, "ls", "-w", "-o", "json", "-l", "watch=" + tag], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                         text=True)
+    try:
+        sid = sctl(stack, home, "create", "-l", "watch=" + tag).stdout.strip()
+        assert sid
+        seen = []
+        while not seen or seen[-1] != (sid, "ready"):
+            line = json.loads(p.stdout.readline())
+            seen.append((line["sandbox_id"], line["status"]))
+        assert seen[0][0] == sid and seen[0][1] in ("pending", "ready"), seen
+        assert sctl(stack, home, "rm", sid).returncode == 0
+        line = json.loads(p.stdout.readline())
+        assert (line["sandbox_id"], line["status"]) == (sid, "deleted"), line
+        assert p.poll() is None          # still watching
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_rm_all_asks_on_a_terminal(stack, home):
     tag = "y%d" % os.getpid()
     sid = sctl(stack, home, "create", "-l", "ask=" + tag).stdout.strip()
