@@ -24,7 +24,7 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # include directory of its headers and the libraries it links.
 declare -A SRC INC LIBS
 TARGETS=(json quantity utf8 tar_name path b64 git_patch pty_frame exec_request api_create api_exec
-	k8s_event)
+	api_query k8s_event)
 SRC[tar_name]="agent/tar_name.c agent/fsutil.c";      INC[tar_name]=agent
 SRC[path]="agent/fsutil.c";                          INC[path]=agent
 SRC[b64]="agent/files_base64.c";                INC[b64]=agent
@@ -34,6 +34,7 @@ SRC[pty_frame]="agent/pty_proto.c";                  INC[pty_frame]=agent
 SRC[exec_request]="agent/cancel.c";                  INC[exec_request]=agent
 SRC[api_create]="api/validate.c";       INC[api_create]=api
 SRC[api_exec]="api/validate.c";                      INC[api_exec]=api
+INC[api_query]=api
 SRC[k8s_event]="controller/k8s_podstate.c controller/k8s_pod.c"; INC[k8s_event]=controller
 
 WARNINGS="-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
