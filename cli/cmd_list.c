@@ -147,6 +147,7 @@ static json_object *changes(json_object *prev, json_object *cur)
 		sb = json_object_array_get_idx(prev, i);
 		if (status_in(cur, cli_field_text(sb, "sandbox_id")))
 			continue;
+		gone = NULL;   /* json_object_deep_copy wants *dst NULL */
 		if (json_object_deep_copy(sb, &gone, NULL) != 0)
 			continue;
 		json_object_object_add(gone, "status", json_object_new_string("deleted"));

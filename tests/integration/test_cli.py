@@ -12,6 +12,7 @@ import http.server
 import json
 import os
 import pty
+import queue
 import re
 import select
 import shutil
@@ -540,19 +541,23 @@ def test_ls_watch_prints_what_changes(stack, admin, home):
     env = clean_env(home, ORCHARD_URL=stack.url, ORCHARD_API_KEY=stack.admin_key,
                     ORCHARD_CACERT=stack.cacert)
     p = subprocess.Popen([CTL, "ls", "-w", "-o", "json", "-l", "watch=" + tag], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                          text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in p.stdout], daemon=True).start()
+
+    def change():
+        line = json.loads(lines.get(timeout=60))   # a poll every 2 s: never this long
+        return line["sandbox_id"], line["status"]
     try:
         sid = sctl(stack, home, "create", "-l", "watch=" + tag).stdout.strip()
         assert sid
-        seen = []
-        while not seen or seen[-1] != (sid, "ready"):
-            line = json.loads(p.stdout.readline())
-            seen.append((line["sandbox_id"], line["status"]))
+        seen = [change()]
         assert seen[0][0] == sid and seen[0][1] in ("pending", "ready"), seen
+        while seen[-1] != (sid, "ready"):
+            seen.append(change())
         assert sctl(stack, home, "rm", sid).returncode == 0
-        line = json.loads(p.stdout.readline())
-        assert (line["sandbox_id"], line["status"]) == (sid, "deleted"), line
+        assert change() == (sid, "deleted")
         assert p.poll() is None          # still watching
     finally:
         p.kill()
