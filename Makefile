@@ -2,7 +2,7 @@
 #   make            build every binary into bin/
 #   make help       list the targets
 #   V=1             show full commands
-#   SANITIZE=address,undefined   sanitizer build (objects go to build-san/)
+#   SANITIZE=address,undefined   sanitizer build (build-san/, binaries in bin-san/)
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -24,14 +24,19 @@ ifdef SANITIZE
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 ALL_LDFLAGS += -fsanitize=$(SANITIZE)
 OBJDIR = build-san
+BINDIR = bin-san
 else
 OBJDIR = build
+BINDIR = bin
 endif
 
-# bin/ holds one flavour at a time; switching between plain and sanitizer
-# builds relinks every binary (objects are kept apart in build/ and build-san/).
-FLAVOUR := $(if $(SANITIZE),san-$(SANITIZE),plain)
-$(shell [ "$$(cat .flavour 2>/dev/null)" = "$(FLAVOUR)" ] || echo "$(FLAVOUR)" > .flavour)
+# Plain and sanitizer builds live apart (build/ and bin/, build-san/ and
+# bin-san/), so `make test` runs both without one overwriting the other.
+# A change of the SANITIZE list rebuilds build-san/ (its stamp is rewritten).
+ifdef SANITIZE
+FLAVOUR_STAMP = build-san/.flavour
+$(shell mkdir -p build-san && { [ "$$(cat $(FLAVOUR_STAMP) 2>/dev/null)" = "$(SANITIZE)" ] || echo "$(SANITIZE)" > $(FLAVOUR_STAMP); })
+endif
 
 ifndef V
 QUIET_CC = @echo '   ' CC $@;
@@ -49,8 +54,8 @@ LIB_SRC = $(wildcard lib/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(OBJDIR)/%.o)
 LIB_A = $(OBJDIR)/liborchard.a
 
-PROGRAMS = bin/orchard-api bin/orchard-controller bin/orchard-agent \
-	bin/orchardctl bin/orchard-admin
+PROGRAMS = $(BINDIR)/orchard-api $(BINDIR)/orchard-controller $(BINDIR)/orchard-agent \
+	$(BINDIR)/orchardctl $(BINDIR)/orchard-admin
 
 api_SRC = $(wildcard api/*.c)
 api_LIBS = -lfcgi $(LIBS_pg) $(call pc,libargon2) $(call pc,libcrypto) $(LIBS_common)
@@ -71,9 +76,9 @@ UNIT_OBJ = $(UNIT_SRC:%.c=$(OBJDIR)/%.o)
 
 ALL_OBJ = $(LIB_OBJ) $(UNIT_OBJ) $(foreach m,api controller agent cli admin bench,$($(m)_SRC:%.c=$(OBJDIR)/%.o))
 
-all: $(PROGRAMS) ## build every binary into bin/
+all: $(PROGRAMS) ## build every binary into bin/ (bin-san/ with SANITIZE)
 
-$(OBJDIR)/%.o: %.c
+$(OBJDIR)/%.o: %.c $(FLAVOUR_STAMP)
 	@mkdir -p $(dir $@)
 	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -81,8 +86,8 @@ $(LIB_A): $(LIB_OBJ)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 
 define program
-bin/$(1): $$($(2)_SRC:%.c=$$(OBJDIR)/%.o) $$(LIB_A) .flavour
-	@mkdir -p bin
+$$(BINDIR)/$(1): $$($(2)_SRC:%.c=$$(OBJDIR)/%.o) $$(LIB_A)
+	@mkdir -p $$(BINDIR)
 	$$(QUIET_LINK)$$(CC) -o $$@ $$(filter %.o %.a,$$^) $$(ALL_LDFLAGS) $$($(2)_LIBS)
 endef
 $(eval $(call program,orchard-api,api))
@@ -92,25 +97,39 @@ $(eval $(call program,orchardctl,cli))
 $(eval $(call program,orchard-admin,admin))
 $(eval $(call program,orchard-bench,bench))
 
-bin/unit-tests: $(UNIT_OBJ) $(LIB_A) .flavour
-	@mkdir -p bin
+$(BINDIR)/unit-tests: $(UNIT_OBJ) $(LIB_A)
+	@mkdir -p $(BINDIR)
 	$(QUIET_LINK)$(CC) -o $@ $(filter %.o %.a,$^) $(ALL_LDFLAGS) $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
 
 deps: ## install missing Debian packages (apt-get; needs root)
 	@scripts/deps.sh
 
-unit: bin/unit-tests ## run the C unit tests
-	bin/unit-tests
+unit: $(BINDIR)/unit-tests ## run the C unit tests
+	$(BINDIR)/unit-tests
 
-test: ## install what is needed, build, run every test suite
+SAN = address,undefined
+SOAK_SECONDS ?= 600
+
+test: ## install what is needed, build bin/ and bin-san/, run every test suite
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all bin/unit-tests
+	@$(MAKE) --no-print-directory SANITIZE=$(SAN) all bin-san/unit-tests
 	@scripts/test.sh
 
-test-san: ## the unit and integration suites under ASan+UBSan
+test-san: ## only the unit and integration suites under ASan+UBSan (bin-san/)
 	@scripts/deps.sh
-	@$(MAKE) --no-print-directory SANITIZE=address,undefined all bin/unit-tests
-	@SANITIZE=1 scripts/test.sh
+	@$(MAKE) --no-print-directory SANITIZE=$(SAN) all bin-san/unit-tests
+	@ORCHARD_TEST_STAGES=san scripts/test.sh
+
+valgrind: ## the agent and the api under valgrind memcheck (tests/valgrind)
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	@tests/valgrind/run.sh
+
+soak: ## a 10-minute mixed load on a local stack: RSS and fd growth (tests/soak)
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(PYTHON) tests/soak/soak.py --seconds $(SOAK_SECONDS)
 
 up: ## start the whole local stack in the background (var/)
 	@scripts/deps.sh
@@ -131,10 +150,10 @@ bench: ## run the benchmarks (bench/README.md) and print their figures
 	@bench/run.sh
 
 clean: ## remove build products (keeps var/)
-	rm -rf build build-san bin .flavour
+	rm -rf build build-san bin bin-san .flavour
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
 
-.PHONY: all deps unit test test-san up run down bench clean help
+.PHONY: all deps unit test test-san valgrind soak up run down bench clean help
 -include $(ALL_OBJ:.o=.d)

@@ -22,6 +22,7 @@ PACKAGES=(
 	python3 python3-pytest python3-requests python3-yaml python3-jsonschema python3-kubernetes
 	git busybox-static patchelf
 	clang lld libclang-rt-14-dev
+	valgrind
 )
 
 check_only=0

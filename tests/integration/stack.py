@@ -5,7 +5,9 @@ with ORCHARD_PORT set to a free port, and `scripts/stack.sh down DIR`.
 Everything lives in a fresh temporary directory that is removed afterwards
 (kept when ORCHARD_TEST_KEEP=1, to read the logs).
 """
+import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -15,7 +17,9 @@ import time
 import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(REPO, "bin")
+# ORCHARD_BIN_DIR picks another build (scripts/test.sh: bin-san/ for the
+# sanitizer run); scripts/stack.sh reads the same variable.
+BIN = os.environ.get("ORCHARD_BIN_DIR") or os.path.join(REPO, "bin")
 STACK_SH = os.path.join(REPO, "scripts", "stack.sh")
 PSQL = "/usr/bin/psql"
 
@@ -72,6 +76,30 @@ def processes_referencing(text):
     return found
 
 
+# A sanitizer report, or the last line of one (a controller's "sandbox log
+# tail" of an agent that aborted).
+SAN_REPORT = re.compile(rb"ERROR: [A-Za-z]+Sanitizer|runtime error: |SUMMARY: [A-Za-z]+Sanitizer"
+                        rb"|==[0-9]+==ABORTING")
+
+
+def save_sanitizer_reports(var, dest):
+    """Copy the stack's logs and the sandbox agents' logs that hold a
+    sanitizer report into dest. The sanitized servers write theirs to
+    ASAN_OPTIONS' log_path; agents in sandboxes get no environment, so their
+    reports land in agent.log (scripts/test.sh's sanitizer stage)."""
+    paths = glob.glob(os.path.join(var, "log", "*.log"))
+    paths += glob.glob(os.path.join(var, "sandboxes", "*", "agent.log"))
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if SAN_REPORT.search(data):
+            name = os.path.basename(var) + "-" + os.path.relpath(path, var).replace("/", "-")
+            shutil.copyfile(path, os.path.join(dest, name))
+
+
 class Stack:
     """A running stack: url, cacert, admin key, database url and helpers."""
 
@@ -110,6 +138,8 @@ class Stack:
         return r
 
     def remove(self):
+        if os.environ.get("ORCHARD_SAN_LOG_DIR"):
+            save_sanitizer_reports(self.var, os.environ["ORCHARD_SAN_LOG_DIR"])
         if os.environ.get("ORCHARD_TEST_KEEP") == "1":
             return
         shutil.rmtree(self.var, ignore_errors=True)
