@@ -338,6 +338,21 @@ nginx_cmd() {
 	"$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" -e "$LOG/nginx-error.log" "$@"
 }
 
+# A process that is gone or a zombie (nobody may have reaped it: PID 1 of
+# a container need not).
+pid_dead() {
+	[ ! -d "/proc/$1" ] || [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ]
+}
+
+# Whether process group $1 has a member that is not a zombie.
+group_alive() {
+	local p
+	for p in $(pgrep -g "$1"); do
+		pid_dead "$p" || return 0
+	done
+	return 1
+}
+
 # A master killed outright (SIGKILL, OOM killer) leaves its workers
 # running with the listening socket, so a new nginx cannot bind and down
 # would not find them. They are in the dead master's process group
@@ -347,12 +362,12 @@ nginx_orphans_kill() {
 	local pgid i
 	[ -f "$RUN/nginx.pid" ] || return 0
 	pgid=$(head -n1 "$RUN/nginx.pid" 2>/dev/null | tr -dc 0-9)
-	[ -n "$pgid" ] && [ ! -d "/proc/$pgid" ] || return 0
-	pgrep -g "$pgid" >/dev/null || return 0
+	[ -n "$pgid" ] && pid_dead "$pgid" || return 0
+	group_alive "$pgid" || return 0
 	say "killing the workers left by a dead nginx master (process group $pgid)"
 	kill -KILL -- "-$pgid" 2>/dev/null || true
 	for ((i = 0; i < 50; i++)); do
-		pgrep -g "$pgid" >/dev/null || return 0
+		group_alive "$pgid" || return 0
 		sleep 0.1
 	done
 }
