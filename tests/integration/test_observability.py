@@ -432,6 +432,25 @@ def test_admin_stats_table_and_errors(stack, scenario):
     assert r.returncode == 2 and "-o wants table or json" in r.stderr
 
 
+def without_running_hours(doc, other):
+    """doc with every "sandbox_hours" that is within 0.01 h of other's set to
+    other's: the two documents were made moments apart, and a sandbox still
+    running adds to its hours in between (rounded to 0.001 h = 3.6 s)."""
+    if isinstance(doc, dict) and isinstance(other, dict):
+        out = {}
+        for k, v in doc.items():
+            o = other.get(k)
+            if k == "sandbox_hours" and isinstance(v, (int, float)) and isinstance(o, (int, float)) \
+                    and abs(v - o) <= 0.01:
+                out[k] = o
+            else:
+                out[k] = without_running_hours(v, o)
+        return out
+    if isinstance(doc, list) and isinstance(other, list) and len(doc) == len(other):
+        return [without_running_hours(a, b) for a, b in zip(doc, other)]
+    return doc
+
+
 def test_orchardctl_stats(stack, scenario, admin):
     """GET /v1/stats: the same document as orchard-admin stats, or, from a
     server without the route, a clear "not supported"."""
@@ -446,7 +465,7 @@ def test_orchardctl_stats(stack, scenario, admin):
     got = json.loads(r.stdout)
     for doc in (mine, got):
         doc.pop("generated_at")
-    assert got == mine
+    assert without_running_hours(got, mine) == mine
     # A tenant's own key sees its own figures only.
     own = scenario.session.get(stack.url + "/v1/stats")
     assert own.status_code == 200 and own.json()["tenant"] == TENANT
