@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "io.h"
 #include "fsutil.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -64,7 +65,7 @@ int agent_file_writer_open(struct agent_file_writer *w, const char *path, int mo
 int agent_file_writer_write(struct agent_file_writer *w, const void *data, size_t n,
 			    char *msg, size_t msglen)
 {
-	if (agent_write_all(w->fd, data, n) < 0)
+	if (orc_write_all(w->fd, data, n) < 0)
 		return fail(msg, msglen, "write", w->tmp);
 	agent_sha256_update(&w->sha, data, n);
 	w->size += n;

@@ -246,23 +246,6 @@ int agent_remove(const char *path, int recursive, char *msg, size_t msglen)
 	return rmdir(path) < 0 ? sys_fail(msg, msglen, "rmdir", path) : 0;
 }
 
-int agent_write_all(int fd, const void *data, size_t n)
-{
-	const char *p = data;
-	ssize_t w;
-
-	while (n) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 const char *agent_file_type(mode_t mode)
 {
 	if (S_ISREG(mode))

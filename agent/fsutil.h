@@ -37,9 +37,6 @@ int agent_mkdirs_parent(const char *path, char *msg, size_t msglen);
  * tree without following symlinks (openat/unlinkat, O_NOFOLLOW). */
 int agent_remove(const char *path, int recursive, char *msg, size_t msglen);
 
-/* write(2) all of it, retrying on EINTR and short writes; -1 and errno. */
-int agent_write_all(int fd, const void *data, size_t n);
-
 /* "file", "directory", "symlink" or "other". */
 const char *agent_file_type(mode_t mode);
 /* st_mtim as RFC 3339 in UTC, "2026-01-02T03:04:05Z" (out: 32 bytes). */

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 
 #include "err.h"
+#include "io.h"
 #include "fsutil.h"
 #include "log.h"
 #include "tar.h"
@@ -40,7 +41,7 @@ static la_ssize_t on_write(struct archive *a, void *cls, const void *data, size_
 {
 	struct tar_out *t = cls;
 
-	if (agent_write_all(t->pipe_w, data, n) < 0) {
+	if (orc_write_all(t->pipe_w, data, n) < 0) {
 		archive_set_error(a, errno, "write to the response failed");
 		return -1;
 	}

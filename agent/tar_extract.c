@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 
 #include "err.h"
+#include "io.h"
 #include "fsutil.h"
 #include "json.h"
 #include "strutil.h"
@@ -229,7 +230,7 @@ static void data(void *cls, const char *buf, size_t len)
 		return;
 	}
 	t->received += len;
-	if (agent_write_all(t->pipe_w, buf, len) < 0)
+	if (orc_write_all(t->pipe_w, buf, len) < 0)
 		close_input(t); /* EPIPE: the thread is done; the rest is ignored */
 }
 

@@ -25,6 +25,7 @@
 
 #include "cli.h"
 #include "err.h"
+#include "io.h"
 #include "json.h"
 #include "xalloc.h"
 
@@ -213,22 +214,6 @@ static int make_parents(const char *path)
 	return err;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-	ssize_t n;
-
-	while (len) {
-		n = write(fd, data, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return ORC_ERROR;
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int cli_config_save(const char *path, json_object *file)
 {
 	char real[PATH_MAX], *tmp = NULL, *dir = NULL, *slash;
@@ -249,7 +234,7 @@ int cli_config_save(const char *path, json_object *file)
 	}
 	text = json_object_to_json_string_ext(file, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);
-	if (fchmod(fd, 0600) < 0 || write_all(fd, text, strlen(text)) < 0 || write_all(fd, "\n", 1) < 0 ||
+	if (fchmod(fd, 0600) < 0 || orc_write_all(fd, text, strlen(text)) < 0 || orc_write_all(fd, "\n", 1) < 0 ||
 	    fsync(fd) < 0) {
 		cli_error("writing \"%s\" failed: %s", tmp, strerror(errno));
 		goto done;

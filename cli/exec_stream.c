@@ -6,12 +6,12 @@
  * "job":{...}}. A server that does not stream answers the job as one JSON
  * object; it is returned as it is, for the caller to print.
  */
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base64.h"
 #include "err.h"
+#include "io.h"
 #include "json.h"
 #include "transfer.h"
 
@@ -24,22 +24,6 @@ struct exec_stream {
 	int failed;               /* writing our output failed */
 };
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return ORC_ERROR;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int output_line(struct exec_stream *x, int fd, json_object *line)
 {
 	struct orc_buf bytes = ORC_BUF_INIT;
@@ -49,7 +33,7 @@ static int output_line(struct exec_stream *x, int fd, json_object *line)
 	if (json_object_object_get_ex(line, "data", &data) && json_object_is_type(data, json_type_string) &&
 	    orc_base64_decode(&bytes, json_object_get_string(data),
 			      (size_t)json_object_get_string_len(data)) == 0 && bytes.len)
-		err = write_all(fd, bytes.ptr, bytes.len);
+		err = orc_write_all(fd, bytes.ptr, bytes.len);
 	orc_buf_release(&bytes);
 	if (err < 0)
 		x->failed = 1;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "io.h"
 #include "json.h"
 #include "term.h"
 #include "ws.h"
@@ -90,22 +91,6 @@ static int send_keys(struct session *s, const char *data, size_t n)
 	return send_json(s, o);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* One message from the agent. */
 static int on_message(struct session *s, const char *text, size_t len)
 {
@@ -128,7 +113,7 @@ static int on_message(struct session *s, const char *text, size_t len)
 		orc_buf_reset(&s->bytes);
 		if ((err = cli_base64_decode(&s->bytes, data, strlen(data))) < 0)
 			goto done;
-		if (s->bytes.len && write_all(STDOUT_FILENO, s->bytes.ptr, s->bytes.len) < 0)
+		if (s->bytes.len && orc_write_all(STDOUT_FILENO, s->bytes.ptr, s->bytes.len) < 0)
 			err = ORC_ERROR;
 	} else if (!strcmp(type, "ready")) {
 		s->ready = 1;

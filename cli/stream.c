@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "io.h"
 #include "json.h"
 #include "strutil.h"
 #include "transfer.h"
@@ -58,22 +59,6 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 	return (size_t)n;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	ssize_t w;
-
-	while (n) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct stream_ctx *c = arg;
@@ -90,7 +75,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 		return n;
 	}
 	if (status >= 200 && status <= 299 && c->s->out_fd >= 0) {
-		if (write_all(c->s->out_fd, data, n) < 0) {
+		if (orc_write_all(c->s->out_fd, data, n) < 0) {
 			c->s->out_errno = errno;
 			return 0;
 		}
