@@ -5,49 +5,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "err.h"
 #include "fsutil.h"
 #include "json.h"
 #include "xalloc.h"
 
 /* Orchard's JSON file transfer: POST and GET /files/base64. */
-
-static const char b64_digits[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* Append the base64 of data[0..n) (with padding) to b. */
-static void b64_encode(struct orc_buf *b, const unsigned char *p, size_t n)
-{
-	char quad[4];
-	size_t i;
-
-	for (i = 0; i + 3 <= n; i += 3) {
-		quad[0] = b64_digits[p[i] >> 2];
-		quad[1] = b64_digits[(p[i] & 3) << 4 | p[i + 1] >> 4];
-		quad[2] = b64_digits[(p[i + 1] & 15) << 2 | p[i + 2] >> 6];
-		quad[3] = b64_digits[p[i + 2] & 63];
-		orc_buf_add(b, quad, 4);
-	}
-	if (n - i == 1) {
-		quad[0] = b64_digits[p[i] >> 2];
-		quad[1] = b64_digits[(p[i] & 3) << 4];
-		quad[2] = quad[3] = '=';
-		orc_buf_add(b, quad, 4);
-	} else if (n - i == 2) {
-		quad[0] = b64_digits[p[i] >> 2];
-		quad[1] = b64_digits[(p[i] & 3) << 4 | p[i + 1] >> 4];
-		quad[2] = b64_digits[(p[i + 1] & 15) << 2];
-		quad[3] = '=';
-		orc_buf_add(b, quad, 4);
-	}
-}
-
-static int b64_value(unsigned char c)
-{
-	const char *d = c ? strchr(b64_digits, c) : NULL;
-
-	return d ? (int)(d - b64_digits) : -1;
-}
 
 /*
  * Decode standard base64 (padding optional, no whitespace) into out, which
@@ -66,7 +30,7 @@ int agent_b64_decode(unsigned char *out, size_t *outlen, const char *s, size_t n
 	if (n % 4 == 1 || (pad && (n + pad) % 4))
 		return ORC_EINVALID;
 	for (i = 0; i < n; i++) {
-		if ((v = b64_value((unsigned char)s[i])) < 0)
+		if ((v = orc_base64_value((unsigned char)s[i])) < 0)
 			return ORC_EINVALID;
 		acc = (acc << 6 | (unsigned)v) & 0xffffff;
 		bits += 6;
@@ -185,7 +149,7 @@ void agent_handle_files_b64_get(struct agent_reply *reply, const struct agent_re
 	orc_buf_adds(&reply->body, "{\"path\":");
 	orc_json_quote(&reply->body, path);
 	orc_buf_adds(&reply->body, ",\"content\":\"");
-	b64_encode(&reply->body, data, got);
+	orc_base64_encode(&reply->body, data, got);
 	orc_buf_addf(&reply->body, "\",\"size\":%zu}", got);
 done:
 	if (fd >= 0)

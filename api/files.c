@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 
 #include "api.h"
+#include "base64.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
@@ -155,21 +156,6 @@ static int record(struct api_req *r, const char *kind, json_object *d, long stat
 
 /* ---- base64 ----------------------------------------------------------------------- */
 
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 /*
  * Check standard base64 exactly as the agent does (padding optional, no
  * whitespace, canonical final bits) and hash the decoded bytes without
@@ -194,7 +180,7 @@ static int b64_measure(size_t *size_out, char *sha256_out, const char *s, size_t
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
 		abort();
 	for (i = 0; i < n; i++) {
-		if ((v = b64_value((unsigned char)s[i])) < 0) {
+		if ((v = orc_base64_value((unsigned char)s[i])) < 0) {
 			err = ORC_EINVALID;
 			goto done;
 		}

@@ -36,7 +36,7 @@ int orc_base64_encode(struct orc_buf *out, const void *data, size_t n)
 	return 0;
 }
 
-static int value(unsigned char c)
+int orc_base64_value(unsigned char c)
 {
 	if (c >= 'A' && c <= 'Z')
 		return c - 'A';
@@ -67,7 +67,7 @@ int orc_base64_decode(struct orc_buf *out, const char *s, size_t n)
 				pad++;
 				continue;
 			}
-			if (pad || (v[k] = value((unsigned char)s[i + k])) < 0)
+			if (pad || (v[k] = orc_base64_value((unsigned char)s[i + k])) < 0)
 				return ORC_EINVALID;
 		}
 		if (pad == 1 && s[i + 2] == '=')

@@ -15,4 +15,6 @@ int orc_base64_encode(struct orc_buf *out, const void *data, size_t n);
  * length a multiple of 4, padding only at the end (ORC_EINVALID otherwise;
  * out may then hold a partial result). */
 int orc_base64_decode(struct orc_buf *out, const char *s, size_t n);
+/* The value of one character of the alphabet, -1 for any other byte. */
+int orc_base64_value(unsigned char c);
 #endif
