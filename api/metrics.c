@@ -40,18 +40,9 @@ static const double exec_bounds[] = {
 static const char *const live_states[] = { "pending", "ready", "failed", "deleting" };
 static const char *const open_statuses[] = { "queued", "running" };
 
-struct family {
-	struct orc_metric **out;
-	enum orc_metric_type type;
-	const char *name, *help;
-	const char *const *labels;
-	const double *bounds;
-	size_t nbounds, max_series;
-};
-
 #define NB(a) (sizeof(a) / sizeof(*(a)))
 
-static const struct family families[] = {
+static const struct orc_metric_def families[] = {
 	{ &requests, ORC_METRIC_COUNTER, "orchard_api_requests_total",
 	  "Requests answered by orchard-api, by route pattern, method and status.",
 	  ORC_LABELS("route", "method", "status"), NULL, 0, 512 },
@@ -81,18 +72,7 @@ static const struct family families[] = {
 
 int api_metrics_init(void)
 {
-	size_t i;
-	int err;
-
-	for (i = 0; i < NB(families); i++) {
-		const struct family *f = &families[i];
-		if ((err = orc_metric_new(f->out, &reg, f->type, f->name, f->help, f->labels,
-					  f->bounds, f->nbounds, f->max_series)) < 0) {
-			orc_log(ORC_LOG_ERROR, "cannot register a metric", "metric", f->name, NULL);
-			return err;
-		}
-	}
-	return 0;
+	return orc_metrics_register(&reg, families, NB(families));
 }
 
 /* Methods from a fixed set, so a client cannot add series. */

@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-#include "log.h"
 #include "metrics.h"
 #include "strutil.h"
 
@@ -30,18 +29,9 @@ static const char *const seen_states[] = { "pending", "ready", "deleting" };
 #define NSTATES (sizeof(seen_states) / sizeof(*seen_states))
 static int64_t tally[NSTATES];   /* reconcile thread only */
 
-struct family {
-	struct orc_metric **out;
-	enum orc_metric_type type;
-	const char *name, *help;
-	const char *const *labels;
-	const double *bounds;
-	size_t nbounds, max_series;
-};
-
 #define NB(a) (sizeof(a) / sizeof(*(a)))
 
-static const struct family families[] = {
+static const struct orc_metric_def families[] = {
 	{ &pass_seconds, ORC_METRIC_HISTOGRAM, "orchard_controller_reconcile_duration_seconds",
 	  "Reconcile passes by kind: sweep (every row, every sweep interval) or notified (rows named by NOTIFY).",
 	  ORC_LABELS("kind"), pass_bounds, NB(pass_bounds), 2 },
@@ -68,18 +58,7 @@ static const struct family families[] = {
 
 int ctl_metrics_init(void)
 {
-	size_t i;
-	int err;
-
-	for (i = 0; i < NB(families); i++) {
-		const struct family *f = &families[i];
-		if ((err = orc_metric_new(f->out, &reg, f->type, f->name, f->help, f->labels,
-					  f->bounds, f->nbounds, f->max_series)) < 0) {
-			orc_log(ORC_LOG_ERROR, "cannot register a metric", "metric", f->name, NULL);
-			return err;
-		}
-	}
-	return 0;
+	return orc_metrics_register(&reg, families, NB(families));
 }
 
 void ctl_metrics_state_seen(const char *state)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "log.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -409,4 +410,20 @@ int orc_metrics_render(struct orc_buf *out, struct orc_metrics *reg)
 		err = add_family(out, m);
 	pthread_mutex_unlock(&reg->lock);
 	return err;
+}
+
+int orc_metrics_register(struct orc_metrics *reg, const struct orc_metric_def *defs, size_t n)
+{
+	size_t i;
+	int err;
+
+	for (i = 0; i < n; i++) {
+		const struct orc_metric_def *d = &defs[i];
+		if ((err = orc_metric_new(d->out, reg, d->type, d->name, d->help, d->labels, d->bounds,
+					  d->nbounds, d->max_series)) < 0) {
+			orc_log(ORC_LOG_ERROR, "cannot register a metric", "metric", d->name, NULL);
+			return err;
+		}
+	}
+	return 0;
 }

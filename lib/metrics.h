@@ -79,6 +79,18 @@ int orc_metric_new(struct orc_metric **out, struct orc_metrics *reg, enum orc_me
 		   const char *name, const char *help, const char *const *labels,
 		   const double *bounds, size_t nbounds, size_t max_series);
 
+/* A process's families as a table: one orc_metric_new per entry. */
+struct orc_metric_def {
+	struct orc_metric **out;
+	enum orc_metric_type type;
+	const char *name, *help;
+	const char *const *labels;
+	const double *bounds;
+	size_t nbounds, max_series;
+};
+/* Register every entry of defs[0..n); stops at the first error (logged). */
+int orc_metrics_register(struct orc_metrics *reg, const struct orc_metric_def *defs, size_t n);
+
 /*
  * Updates. values holds one string per label of the family, in order (NULL
  * for a family without labels); a NULL or too long value is ORC_EINVALID
