@@ -4,7 +4,7 @@
  * api/validate.c (labels, env, workdir) and orc_parse_cpu/_memory.
  * parse_create is static, so this file includes sandbox_create.c; the
  * handler and its PostgreSQL and FastCGI calls are dropped by the linker's
- * --gc-sections (build.sh). api_req_param is stubbed: an input that starts
+ * --gc-sections (build.sh). api_req_param is stubbed (fuzz_api.h): an input that starts
  * with a line "Idempotency-Key: VALUE" sets that header, the rest is the
  * body. api_valid_id is repeated from api/router.c, whose route table
  * would pull in every handler.
@@ -17,34 +17,11 @@
 #include "../../api/sandbox_create.c"
 
 #include "fuzz.h"
-
-static const char *idem_key;
+#include "fuzz_api.h"
 
 int api_valid_id(const char *s)
 {
 	return orc_is_dns_label(s);
-}
-
-const char *api_req_param(struct api_req *r, const char *name)
-{
-	(void)r;
-	return strcmp(name, "HTTP_IDEMPOTENCY_KEY") ? NULL : idem_key;
-}
-
-/* Split off a leading "Idempotency-Key: ..." line; *key is malloc'd. */
-static size_t split_header(char **key, const uint8_t *data, size_t size)
-{
-	static const char h[] = "Idempotency-Key: ";
-	const uint8_t *nl;
-
-	*key = NULL;
-	if (size < sizeof(h) - 1 || memcmp(data, h, sizeof(h) - 1))
-		return 0;
-	nl = memchr(data, '\n', size);
-	if (!nl)
-		return 0;
-	*key = fuzz_cstr(data + sizeof(h) - 1, (size_t)(nl - data) - (sizeof(h) - 1));
-	return (size_t)(nl - data) + 1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

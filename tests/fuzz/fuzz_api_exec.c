@@ -4,7 +4,7 @@
  * and api_check_env (api/validate.c). parse_exec is static, so this file
  * includes exec.c; the handler and its PostgreSQL and FastCGI calls are
  * dropped by the linker's --gc-sections (build.sh). api_req_param is
- * stubbed as in fuzz_api_create.c ("Idempotency-Key: VALUE" first line).
+ * stubbed by fuzz_api.h ("Idempotency-Key: VALUE" first line).
  *
  * Properties: success means a command that passes api_check_command again
  * (a non-empty string, or 1..4096 strings with a non-empty program name,
@@ -14,29 +14,7 @@
 #include "../../api/exec.c"
 
 #include "fuzz.h"
-
-static const char *idem_key;
-
-const char *api_req_param(struct api_req *r, const char *name)
-{
-	(void)r;
-	return strcmp(name, "HTTP_IDEMPOTENCY_KEY") ? NULL : idem_key;
-}
-
-static size_t split_header(char **key, const uint8_t *data, size_t size)
-{
-	static const char h[] = "Idempotency-Key: ";
-	const uint8_t *nl;
-
-	*key = NULL;
-	if (size < sizeof(h) - 1 || memcmp(data, h, sizeof(h) - 1))
-		return 0;
-	nl = memchr(data, '\n', size);
-	if (!nl)
-		return 0;
-	*key = fuzz_cstr(data + sizeof(h) - 1, (size_t)(nl - data) - (sizeof(h) - 1));
-	return (size_t)(nl - data) + 1;
-}
+#include "fuzz_api.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
