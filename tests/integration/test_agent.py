@@ -15,23 +15,10 @@ import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from agent_http import REPO, UnixHTTPConnection
+
 AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
 TOKEN = "t0ken-for-agent-tests"
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """http.client over a unix socket."""
-
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
 
 
 class Agent:

@@ -6,7 +6,6 @@ agent's unix socket (no websocket library needed).
 """
 import base64
 import hashlib
-import http.client
 import io
 import json
 import os
@@ -22,26 +21,12 @@ import time
 import pytest
 
 import agent_http
+from agent_http import REPO, UnixHTTPConnection
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
 TOKEN = "pty-t0ken"
 INIT_TIMEOUT_MS = 1500
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
-
-
-# ---- HTTP over the unix socket ----
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
 
 
 class Agent:
