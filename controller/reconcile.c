@@ -23,65 +23,22 @@
  */
 #include "reconcile.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_client.h"
 #include "ctl_metrics.h"
 #include "err.h"
 #include "leader.h"
-#include "local.h"
 #include "log.h"
 #include "prune.h"
 #include "pgpool.h"
+#include "rec.h"
 #include "strutil.h"
 #include "xalloc.h"
 
-#define MAX_NOTIFIED 512          /* more than this: do a full sweep instead */
 #define RECONNECT_MS 1000
-#define FALLBACK_CHECK_MS 200     /* health polling of a sandbox whose driver hints */
-
-/* A launched sandbox whose agent has not answered /health yet. */
-struct waiter {
-	char *id;
-	char *token;
-	char *address;          /* NULL until the driver's status() knows it */
-	char *handle;
-	char *note;             /* the pending note last written to the row, or NULL */
-	double deadline;        /* epoch seconds: created_at + timeout_seconds */
-	int timeout_s;
-	int64_t launched_ms;
-	int64_t next_check_ms;
-	int64_t poked_ms;       /* when the driver last hinted it may be up (0: never) */
-	int watched;            /* the driver hints readiness: poll rarely */
-};
-
-/* One row of the pass query. */
-struct row {
-	char *id, *state, *image, *token, *handle;
-	char *expired;           /* why its lifetime is over (TTL, idle), or NULL */
-	int block_network;
-	double deadline;         /* pending timeout, epoch seconds */
-	int timeout_s;
-	int64_t ttl_left_s;      /* seconds until the TTL (database clock) */
-	int64_t cpu_millis, memory_bytes;
-};
-
-struct rec {
-	const struct ctl_config *cfg;
-	struct ctl_driver *drv;
-	PGconn *leader;
-	PGconn *db;
-	struct waiter *w;
-	size_t nw, aw;
-	struct ctl_strv notified;
-	int overflow;            /* too many notifications: full sweep */
-	int64_t next_sweep_ms;
-	int64_t next_prune_ms;   /* retention (lib/prune.h), leader only */
-};
 
 /*
  * Lifetimes are judged on the database clock ($2: default TTL, $3: the
@@ -107,189 +64,11 @@ static const char select_rows[] =
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
-/*
- * A state change and its event in one statement (so one short implicit
- * transaction); guarded by the expected current state so a concurrent
- * delete always wins. Returns 1 when the row changed, 0 when it was no
- * longer in state `from`.
- */
-static const char transition_sql[] =
-	"WITH u AS ("
-	" UPDATE sandboxes SET state = $3::text,"
-	"  state_message = COALESCE($4::text, state_message),"
-	"  ready_at = CASE WHEN $3::text = 'ready' THEN now() ELSE ready_at END,"
-	"  deleted_at = CASE WHEN $3::text IN ('deleting', 'deleted') THEN COALESCE(deleted_at, now())"
-	"   ELSE deleted_at END,"
-	"  driver_handle = COALESCE($5::text, driver_handle),"
-	"  agent_address = COALESCE($6::text, agent_address)"
-	" WHERE id = $1::text AND state = $2::text"
-	" RETURNING id, tenant_id)"
-	" INSERT INTO events (sandbox_id, tenant_id, kind, data)"
-	" SELECT id, tenant_id, COALESCE($7::text, 'sandbox.' || $3::text),"
-	"  jsonb_strip_nulls(jsonb_build_object('from', $2::text, 'message', $4::text))"
-	" FROM u";
-
 static const char record_handle_sql[] =
 	"UPDATE sandboxes SET driver_handle = $2, agent_address = $3"
 	" WHERE id = $1 AND state = 'pending'";
 
-/* Why a sandbox is still pending ($2), or no reason any more (NULL). */
-static const char pending_note_sql[] =
-	"UPDATE sandboxes SET state_message = $2 WHERE id = $1 AND state = 'pending'";
-static const char clear_note_sql[] =
-	"UPDATE sandboxes SET state_message = NULL"
-	" WHERE id = $1 AND state = 'ready' AND state_message = $2";
-
-/* ---- database ------------------------------------------------------------ */
-
-static void db_drop(struct rec *r)
-{
-	if (r->db) {
-		PQfinish(r->db);
-		r->db = NULL;
-	}
-}
-
-static int db_open(struct rec *r)
-{
-	int err;
-
-	if ((err = orc_pg_connect(&r->db, r->cfg->database_url)) < 0)
-		return err;
-	if ((err = orc_pg_query(NULL, r->db, "LISTEN orchard_sandbox", 0, NULL)) < 0) {
-		db_drop(r);
-		return err;
-	}
-	/* Whatever happened while we were not listening: look at everything. */
-	r->next_sweep_ms = 0;
-	return 0;
-}
-
-/* Run a statement; returns the affected row count or a negative error.
- * A lost connection is dropped here and reopened by the loop. */
-static int db_exec(struct rec *r, const char *sql, int n, const char *const *params)
-{
-	PGresult *res = NULL;
-	int err;
-
-	if (!r->db)
-		return ORC_EUNAVAIL;
-	if ((err = orc_pg_query(&res, r->db, sql, n, params)) < 0) {
-		if (err == ORC_EUNAVAIL || PQstatus(r->db) != CONNECTION_OK)
-			db_drop(r);
-		return err;
-	}
-	err = (int)strtol(PQcmdTuples(res), NULL, 10);
-	PQclear(res);
-	return err;
-}
-
-static int transition_kind(struct rec *r, const char *id, const char *from, const char *to,
-			   const char *message, const char *handle, const char *address,
-			   const char *kind)
-{
-	const char *p[7] = { id, from, to, message, handle, address, kind };
-	int n = db_exec(r, transition_sql, 7, p);
-
-	if (n > 0)
-		orc_log(to[0] == 'f' ? ORC_LOG_WARN : ORC_LOG_INFO, "sandbox state changed",
-			"sandbox_id", id, "from", from, "to", to, "message", message, NULL);
-	return n;
-}
-
-static int transition(struct rec *r, const char *id, const char *from, const char *to,
-		      const char *message, const char *handle, const char *address)
-{
-	return transition_kind(r, id, from, to, message, handle, address, NULL);
-}
-
-static void collect_notifies(struct rec *r)
-{
-	PGnotify *n;
-
-	if (!r->db)
-		return;
-	if (!PQconsumeInput(r->db)) {
-		orc_log(ORC_LOG_WARN, "database connection lost", "error", PQerrorMessage(r->db), NULL);
-		db_drop(r);
-		return;
-	}
-	while ((n = PQnotifies(r->db)) != NULL) {
-		if (r->notified.n >= MAX_NOTIFIED)
-			r->overflow = 1;
-		else if (n->extra && orc_is_dns_label(n->extra))
-			ctl_strv_push(&r->notified, n->extra);
-		PQfreemem(n);
-	}
-}
-
-/* ---- waiters ------------------------------------------------------------- */
-
-static struct waiter *waiter_find(struct rec *r, const char *id)
-{
-	size_t i;
-
-	for (i = 0; i < r->nw; i++)
-		if (!strcmp(r->w[i].id, id))
-			return &r->w[i];
-	return NULL;
-}
-
-static void waiter_add(struct rec *r, const struct row *row, const char *handle, const char *address,
-		       int watched)
-{
-	struct waiter *w;
-
-	if (r->nw == r->aw) {
-		r->aw = r->aw ? orc_mul_size(r->aw, 2) : 16;
-		r->w = xrealloc(r->w, orc_mul_size(r->aw, sizeof(*r->w)));
-	}
-	w = &r->w[r->nw++];
-	w->id = xstrdup(row->id);
-	w->token = xstrdup(row->token);
-	w->handle = xstrdup(handle);
-	w->address = address ? xstrdup(address) : NULL;
-	w->note = NULL;
-	w->deadline = row->deadline;
-	w->timeout_s = row->timeout_s;
-	w->launched_ms = orc_mono_ms();
-	w->poked_ms = 0;
-	w->watched = watched && r->drv->ops->events_fd && r->drv->ops->events_fd(r->drv) >= 0;
-	/* The agent needs a moment; with hints, polling is only the fallback. */
-	w->next_check_ms = w->launched_ms + (w->watched ? FALLBACK_CHECK_MS : 2);
-}
-
-static void waiter_remove(struct rec *r, struct waiter *w)
-{
-	size_t i = (size_t)(w - r->w);
-
-	if (w->watched && r->drv->ops->unwatch)
-		r->drv->ops->unwatch(r->drv, w->id);
-	free(w->id);
-	free(w->token);
-	free(w->address);
-	free(w->handle);
-	free(w->note);
-	r->w[i] = r->w[--r->nw];
-}
-
 /* ---- actions --------------------------------------------------------------- */
-
-/* Mark a row failed (if still in `from`) and remove what is left of it. */
-static void fail_sandbox(struct rec *r, const char *id, const char *from, const char *msg,
-			 const char *handle)
-{
-	char *why;
-
-	if (r->drv->ops->diagnose && (why = r->drv->ops->diagnose(r->drv, id)) != NULL) {
-		orc_log(ORC_LOG_INFO, "sandbox log tail", "sandbox_id", id, "line", why, NULL);
-		free(why);
-	}
-	transition(r, id, from, "failed", msg, NULL, NULL);
-	if (r->drv->ops->destroy(r->drv, id, handle) < 0)
-		orc_log(ORC_LOG_WARN, "cleanup of a failed sandbox incomplete; retried by the sweep",
-			"sandbox_id", id, NULL);
-}
 
 static void launch(struct rec *r, const struct row *row)
 {
@@ -299,11 +78,11 @@ static void launch(struct rec *r, const struct row *row)
 	int64_t t0;
 	int err, n;
 
-	if (waiter_find(r, row->id))
+	if (rec_waiter_find(r, row->id))
 		return;  /* launched already; the health round decides */
 	if (orc_now() > row->deadline) {
 		msg = xasprintf("sandbox did not become ready within %d seconds", row->timeout_s);
-		fail_sandbox(r, row->id, "pending", msg, row->handle);
+		rec_fail_sandbox(r, row->id, "pending", msg, row->handle);
 		free(msg);
 		return;
 	}
@@ -311,7 +90,7 @@ static void launch(struct rec *r, const struct row *row)
 		/* Launched by an earlier controller: adopt; status() decides. */
 		orc_log(ORC_LOG_INFO, "adopted a pending sandbox", "sandbox_id", row->id,
 			"handle", row->handle, NULL);
-		waiter_add(r, row, row->handle, NULL, 1);
+		rec_waiter_add(r, row, row->handle, NULL, 1);
 		return;
 	}
 	if (row->handle) {
@@ -320,10 +99,10 @@ static void launch(struct rec *r, const struct row *row)
 			char *addr = r->drv->ops->agent_address(r->drv, row->id);
 			orc_log(ORC_LOG_INFO, "adopted a pending sandbox", "sandbox_id", row->id,
 				"handle", row->handle, NULL);
-			waiter_add(r, row, row->handle, addr, 0);
+			rec_waiter_add(r, row, row->handle, addr, 0);
 			free(addr);
 		} else {
-			fail_sandbox(r, row->id, "pending",
+			rec_fail_sandbox(r, row->id, "pending",
 				     "sandbox process exited before it became ready", row->handle);
 		}
 		return;
@@ -337,19 +116,19 @@ static void launch(struct rec *r, const struct row *row)
 	sb.ttl_left_s = row->ttl_left_s > 0 ? row->ttl_left_s : 1;
 	t0 = orc_mono_ms();
 	if ((err = r->drv->ops->create(r->drv, &sb)) < 0) {
-		fail_sandbox(r, row->id, "pending", sb.error ? sb.error : "launching the sandbox failed",
+		rec_fail_sandbox(r, row->id, "pending", sb.error ? sb.error : "launching the sandbox failed",
 			     NULL);
 		goto done;
 	}
 	p[0] = sb.id;
 	p[1] = sb.handle;
 	p[2] = sb.address;
-	n = db_exec(r, record_handle_sql, 3, p);
+	n = rec_db_exec(r, record_handle_sql, 3, p);
 	if (n == 1) {
 		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
 		orc_log(ORC_LOG_DEBUG, "sandbox launched", "sandbox_id", sb.id, "handle", sb.handle,
 			"create_ms", ms, NULL);
-		waiter_add(r, row, sb.handle, sb.address, 1);
+		rec_waiter_add(r, row, sb.handle, sb.address, 1);
 	} else if (n == 0) {
 		/* Deleted meanwhile: its notification brings it back as 'deleting'. */
 		orc_log(ORC_LOG_INFO, "sandbox row changed during launch", "sandbox_id", sb.id, NULL);
@@ -364,16 +143,16 @@ done:
 
 static void delete(struct rec *r, const struct row *row)
 {
-	struct waiter *w = waiter_find(r, row->id);
+	struct waiter *w = rec_waiter_find(r, row->id);
 
 	if (w)
-		waiter_remove(r, w);
+		rec_waiter_remove(r, w);
 	if (r->drv->ops->destroy(r->drv, row->id, row->handle) < 0) {
 		orc_log(ORC_LOG_WARN, "deleting sandbox failed; retrying on the next sweep",
 			"sandbox_id", row->id, NULL);
 		return;
 	}
-	transition(r, row->id, "deleting", "deleted", NULL, NULL, NULL);
+	rec_transition(r, row->id, "deleting", "deleted", NULL, NULL, NULL);
 }
 
 /*
@@ -384,11 +163,11 @@ static void expire(struct rec *r, struct row *row)
 {
 	struct waiter *w;
 
-	if (transition_kind(r, row->id, row->state, "deleting", row->expired, NULL, NULL,
+	if (rec_transition_kind(r, row->id, row->state, "deleting", row->expired, NULL, NULL,
 			    "sandbox.expired") <= 0)
 		return;
-	if ((w = waiter_find(r, row->id)) != NULL)
-		waiter_remove(r, w);
+	if ((w = rec_waiter_find(r, row->id)) != NULL)
+		rec_waiter_remove(r, w);
 	free(row->state);
 	row->state = xstrdup("deleting");
 }
@@ -403,7 +182,7 @@ static void check_ready(struct rec *r, const struct row *row)
 		    st.state == CTL_SB_FAILED) {
 			msg = xasprintf("sandbox process exited%s%.400s", st.message ? ": " : "",
 					st.message ? st.message : "");
-			fail_sandbox(r, row->id, "ready", msg, row->handle);
+			rec_fail_sandbox(r, row->id, "ready", msg, row->handle);
 			free(msg);
 		}
 		ctl_sb_status_release(&st);
@@ -411,7 +190,7 @@ static void check_ready(struct rec *r, const struct row *row)
 	}
 	if (r->drv->ops->alive(r->drv, row->id, row->handle))
 		return;
-	fail_sandbox(r, row->id, "ready", "sandbox process exited", row->handle);
+	rec_fail_sandbox(r, row->id, "ready", "sandbox process exited", row->handle);
 }
 
 static int row_is_live(const struct row *rows, size_t n, const char *id)
@@ -432,7 +211,7 @@ static void remove_orphans(struct rec *r, const struct row *rows, size_t n)
 	if (r->drv->ops->list_owned(r->drv, &ids, &nids) < 0)
 		return;
 	for (i = 0; i < nids; i++) {
-		if (row_is_live(rows, n, ids[i]) || waiter_find(r, ids[i]))
+		if (row_is_live(rows, n, ids[i]) || rec_waiter_find(r, ids[i]))
 			continue;
 		orc_log(ORC_LOG_INFO, "removing an orphan sandbox (no pending or ready row)",
 			"sandbox_id", ids[i], NULL);
@@ -491,7 +270,7 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 	}
 	if ((err = orc_pg_query(&res, r->db, orc_buf_cstr(&sql), full ? 3 : 4, p)) < 0) {
 		if (PQstatus(r->db) != CONNECTION_OK)
-			db_drop(r);
+			rec_db_drop(r);
 		goto done;
 	}
 	n = (size_t)PQntuples(res);
@@ -563,157 +342,6 @@ static void pass(struct rec *r, int full)
 }
 
 /*
- * Ask the driver where waiter w stands (drivers with a status op): 1 when
- * its agent should be asked now, 0 when not yet, -1 when it failed (the
- * row is failed; the caller removes w). A new pending note goes on the
- * row once per change.
- */
-static int waiter_status(struct rec *r, struct waiter *w)
-{
-	struct ctl_sb_status st = CTL_SB_STATUS_INIT;
-	const char *p[2];
-	int ret = 0;
-
-	if (r->drv->ops->status(r->drv, &st, w->id, w->handle) < 0)
-		return 0;
-	if (st.state == CTL_SB_FAILED) {
-		fail_sandbox(r, w->id, "pending", st.message ? st.message : "the sandbox failed to start",
-			     w->handle);
-		ret = -1;
-		goto done;
-	}
-	if (st.address && (!w->address || strcmp(w->address, st.address))) {
-		free(w->address);
-		w->address = st.address;
-		st.address = NULL;
-	}
-	if (st.state == CTL_SB_PENDING && st.message && (!w->note || strcmp(w->note, st.message))) {
-		p[0] = w->id;
-		p[1] = st.message;
-		if (db_exec(r, pending_note_sql, 2, p) >= 0) {
-			free(w->note);
-			w->note = st.message;
-			st.message = NULL;
-		}
-	}
-	ret = st.state == CTL_SB_READY && w->address ? 1 : 0;
-done:
-	ctl_sb_status_release(&st);
-	return ret;
-}
-
-/* Ask every due waiter's agent for /health. */
-static void health_round(struct rec *r)
-{
-	struct orc_buf body = ORC_BUF_INIT;
-	struct orc_agent_req req;
-	struct waiter *w;
-	char *msg, ms[32];
-	int64_t now;
-	long status;
-	size_t i = 0;
-	int err;
-
-	while (i < r->nw) {
-		w = &r->w[i];
-		if (w->next_check_ms > orc_mono_ms()) {
-			i++;
-			continue;
-		}
-		if (orc_now() > w->deadline) {
-			msg = xasprintf("sandbox did not become ready within %d seconds%s%.400s",
-					w->timeout_s, w->note ? ": " : "", w->note ? w->note : "");
-			fail_sandbox(r, w->id, "pending", msg, w->handle);
-			free(msg);
-			waiter_remove(r, w);
-			continue;
-		}
-		if (r->drv->ops->status && (err = waiter_status(r, w)) <= 0) {
-			if (err < 0) {
-				waiter_remove(r, w);
-				continue;
-			}
-			/* Not up yet: the driver pokes on a change; look again now and
-			 * then for what changes without an event (timeouts). */
-			w->next_check_ms = orc_mono_ms() + FALLBACK_CHECK_MS;
-			i++;
-			continue;
-		}
-		orc_buf_init(&body, 4096);
-		memset(&req, 0, sizeof(req));
-		req.address = w->address;
-		req.token = w->token;
-		req.method = "GET";
-		req.path = "/health";
-		req.timeout_ms = r->cfg->health_timeout_ms;
-		status = 0;
-		err = orc_agent_call(&body, &status, &req);
-		orc_buf_release(&body);
-		if (err == 0 && status == 200) {
-			if (r->drv->ops->seal)
-				r->drv->ops->seal(r->drv, w->id);
-			snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
-			if (transition(r, w->id, "pending", "ready", NULL, w->handle, w->address) > 0) {
-				orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
-					"ms_since_launch", ms, NULL);
-				ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
-				if (w->note) {   /* a pending note is history now */
-					const char *p[2] = { w->id, w->note };
-					db_exec(r, clear_note_sql, 2, p);
-				}
-			}
-			waiter_remove(r, w);
-			continue;
-		}
-		if (err == 0 && status == 401)
-			orc_log(ORC_LOG_WARN, "agent rejected the sandbox token", "sandbox_id", w->id, NULL);
-		if (!r->drv->ops->status && !r->drv->ops->alive(r->drv, w->id, w->handle)) {
-			char *why = r->drv->ops->diagnose ? r->drv->ops->diagnose(r->drv, w->id) : NULL;
-			msg = xasprintf("sandbox process exited before it became ready%s%.200s",
-					why ? ": " : "", why ? why : "");
-			fail_sandbox(r, w->id, "pending", msg, w->handle);
-			free(msg);
-			free(why);
-			waiter_remove(r, w);
-			continue;
-		}
-		/* Just hinted (socket bound, maybe not yet listening) or no hints
-		 * and young: look again soon; otherwise fall back to slow polling. */
-		now = orc_mono_ms();
-		if (w->watched)
-			w->next_check_ms = now + (w->poked_ms && now - w->poked_ms < 100 ? 5 : FALLBACK_CHECK_MS);
-		else
-			w->next_check_ms = now + (now - w->launched_ms < 300 ? 5 : r->cfg->health_interval_ms);
-		i++;
-	}
-}
-
-/* The driver says id's agent may be up: check it now. */
-static void poke(const char *id, void *arg)
-{
-	struct rec *r = arg;
-	struct waiter *w = waiter_find(r, id);
-
-	if (w) {
-		w->poked_ms = orc_mono_ms();
-		w->next_check_ms = w->poked_ms;
-	}
-}
-
-static int64_t next_wakeup(const struct rec *r)
-{
-	int64_t t = r->next_sweep_ms;
-	size_t i;
-
-	for (i = 0; i < r->nw; i++)
-		if (r->w[i].next_check_ms < t)
-			t = r->w[i].next_check_ms;
-	if (r->notified.n || r->overflow)
-		t = 0;
-	return t;
-}
-
-/*
  * Retention runs on the leader between passes, bounded per tick so the loop
  * is never held for long; whatever is left is taken on the next tick.
  */
@@ -763,10 +391,10 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		now = orc_mono_ms();
 		if (!r.db && now - last_connect >= RECONNECT_MS) {
 			last_connect = now;
-			if (db_open(&r) < 0)
+			if (rec_db_open(&r) < 0)
 				orc_log(ORC_LOG_WARN, "database unavailable; retrying every second", NULL);
 		}
-		collect_notifies(&r);
+		rec_collect_notifies(&r);
 		if (r.db && now >= r.next_sweep_ms) {
 			if ((err = ctl_leader_check(leader, 1)) < 0)
 				break;
@@ -781,13 +409,13 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 			pass(&r, 0);
 		}
 		if (driver->ops->drain)
-			driver->ops->drain(driver, poke, &r);
+			driver->ops->drain(driver, rec_poke, &r);
 		if (r.db)
-			health_round(&r);
-		collect_notifies(&r);
+			rec_health_round(&r);
+		rec_collect_notifies(&r);
 
 		now = orc_mono_ms();
-		wake = r.db ? next_wakeup(&r) : now + RECONNECT_MS;
+		wake = r.db ? rec_next_wakeup(&r) : now + RECONNECT_MS;
 		nfds = 0;
 		pfd[nfds++] = (struct pollfd){ PQsocket(leader), POLLIN, 0 };
 		if (r.db)
@@ -801,9 +429,9 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		}
 	}
 	for (i = r.nw; i > 0; i--)
-		waiter_remove(&r, &r.w[i - 1]);
+		rec_waiter_remove(&r, &r.w[i - 1]);
 	free(r.w);
 	ctl_strv_release(&r.notified);
-	db_drop(&r);
+	rec_db_drop(&r);
 	return ctl_stopping && err == 0 ? 0 : err;
 }

@@ -1,0 +1,229 @@
+/*
+ * Launched sandboxes waiting to become ready. Between passes their agents
+ * are asked GET /health (short timeout) until they answer 200 -> 'ready',
+ * their process dies or their pending timeout passes -> 'failed'. A driver
+ * with a status op (kubernetes) is asked first, without waiting; one with
+ * readiness hints (events_fd/drain) pokes a waiter to be checked at once,
+ * and polling is only the fallback.
+ */
+#include "rec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_client.h"
+#include "ctl_metrics.h"
+#include "err.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define FALLBACK_CHECK_MS 200     /* health polling of a sandbox whose driver hints */
+
+/* Why a sandbox is still pending ($2), or no reason any more (NULL). */
+static const char pending_note_sql[] =
+	"UPDATE sandboxes SET state_message = $2 WHERE id = $1 AND state = 'pending'";
+static const char clear_note_sql[] =
+	"UPDATE sandboxes SET state_message = NULL"
+	" WHERE id = $1 AND state = 'ready' AND state_message = $2";
+
+struct waiter *rec_waiter_find(struct rec *r, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < r->nw; i++)
+		if (!strcmp(r->w[i].id, id))
+			return &r->w[i];
+	return NULL;
+}
+
+void rec_waiter_add(struct rec *r, const struct row *row, const char *handle, const char *address,
+		       int watched)
+{
+	struct waiter *w;
+
+	if (r->nw == r->aw) {
+		r->aw = r->aw ? orc_mul_size(r->aw, 2) : 16;
+		r->w = xrealloc(r->w, orc_mul_size(r->aw, sizeof(*r->w)));
+	}
+	w = &r->w[r->nw++];
+	w->id = xstrdup(row->id);
+	w->token = xstrdup(row->token);
+	w->handle = xstrdup(handle);
+	w->address = address ? xstrdup(address) : NULL;
+	w->note = NULL;
+	w->deadline = row->deadline;
+	w->timeout_s = row->timeout_s;
+	w->launched_ms = orc_mono_ms();
+	w->poked_ms = 0;
+	w->watched = watched && r->drv->ops->events_fd && r->drv->ops->events_fd(r->drv) >= 0;
+	/* The agent needs a moment; with hints, polling is only the fallback. */
+	w->next_check_ms = w->launched_ms + (w->watched ? FALLBACK_CHECK_MS : 2);
+}
+
+void rec_waiter_remove(struct rec *r, struct waiter *w)
+{
+	size_t i = (size_t)(w - r->w);
+
+	if (w->watched && r->drv->ops->unwatch)
+		r->drv->ops->unwatch(r->drv, w->id);
+	free(w->id);
+	free(w->token);
+	free(w->address);
+	free(w->handle);
+	free(w->note);
+	r->w[i] = r->w[--r->nw];
+}
+
+/*
+ * Ask the driver where waiter w stands (drivers with a status op): 1 when
+ * its agent should be asked now, 0 when not yet, -1 when it failed (the
+ * row is failed; the caller removes w). A new pending note goes on the
+ * row once per change.
+ */
+static int waiter_status(struct rec *r, struct waiter *w)
+{
+	struct ctl_sb_status st = CTL_SB_STATUS_INIT;
+	const char *p[2];
+	int ret = 0;
+
+	if (r->drv->ops->status(r->drv, &st, w->id, w->handle) < 0)
+		return 0;
+	if (st.state == CTL_SB_FAILED) {
+		rec_fail_sandbox(r, w->id, "pending", st.message ? st.message : "the sandbox failed to start",
+			     w->handle);
+		ret = -1;
+		goto done;
+	}
+	if (st.address && (!w->address || strcmp(w->address, st.address))) {
+		free(w->address);
+		w->address = st.address;
+		st.address = NULL;
+	}
+	if (st.state == CTL_SB_PENDING && st.message && (!w->note || strcmp(w->note, st.message))) {
+		p[0] = w->id;
+		p[1] = st.message;
+		if (rec_db_exec(r, pending_note_sql, 2, p) >= 0) {
+			free(w->note);
+			w->note = st.message;
+			st.message = NULL;
+		}
+	}
+	ret = st.state == CTL_SB_READY && w->address ? 1 : 0;
+done:
+	ctl_sb_status_release(&st);
+	return ret;
+}
+
+/* Ask every due waiter's agent for /health. */
+void rec_health_round(struct rec *r)
+{
+	struct orc_buf body = ORC_BUF_INIT;
+	struct orc_agent_req req;
+	struct waiter *w;
+	char *msg, ms[32];
+	int64_t now;
+	long status;
+	size_t i = 0;
+	int err;
+
+	while (i < r->nw) {
+		w = &r->w[i];
+		if (w->next_check_ms > orc_mono_ms()) {
+			i++;
+			continue;
+		}
+		if (orc_now() > w->deadline) {
+			msg = xasprintf("sandbox did not become ready within %d seconds%s%.400s",
+					w->timeout_s, w->note ? ": " : "", w->note ? w->note : "");
+			rec_fail_sandbox(r, w->id, "pending", msg, w->handle);
+			free(msg);
+			rec_waiter_remove(r, w);
+			continue;
+		}
+		if (r->drv->ops->status && (err = waiter_status(r, w)) <= 0) {
+			if (err < 0) {
+				rec_waiter_remove(r, w);
+				continue;
+			}
+			/* Not up yet: the driver pokes on a change; look again now and
+			 * then for what changes without an event (timeouts). */
+			w->next_check_ms = orc_mono_ms() + FALLBACK_CHECK_MS;
+			i++;
+			continue;
+		}
+		orc_buf_init(&body, 4096);
+		memset(&req, 0, sizeof(req));
+		req.address = w->address;
+		req.token = w->token;
+		req.method = "GET";
+		req.path = "/health";
+		req.timeout_ms = r->cfg->health_timeout_ms;
+		status = 0;
+		err = orc_agent_call(&body, &status, &req);
+		orc_buf_release(&body);
+		if (err == 0 && status == 200) {
+			if (r->drv->ops->seal)
+				r->drv->ops->seal(r->drv, w->id);
+			snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
+			if (rec_transition(r, w->id, "pending", "ready", NULL, w->handle, w->address) > 0) {
+				orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
+					"ms_since_launch", ms, NULL);
+				ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
+				if (w->note) {   /* a pending note is history now */
+					const char *p[2] = { w->id, w->note };
+					rec_db_exec(r, clear_note_sql, 2, p);
+				}
+			}
+			rec_waiter_remove(r, w);
+			continue;
+		}
+		if (err == 0 && status == 401)
+			orc_log(ORC_LOG_WARN, "agent rejected the sandbox token", "sandbox_id", w->id, NULL);
+		if (!r->drv->ops->status && !r->drv->ops->alive(r->drv, w->id, w->handle)) {
+			char *why = r->drv->ops->diagnose ? r->drv->ops->diagnose(r->drv, w->id) : NULL;
+			msg = xasprintf("sandbox process exited before it became ready%s%.200s",
+					why ? ": " : "", why ? why : "");
+			rec_fail_sandbox(r, w->id, "pending", msg, w->handle);
+			free(msg);
+			free(why);
+			rec_waiter_remove(r, w);
+			continue;
+		}
+		/* Just hinted (socket bound, maybe not yet listening) or no hints
+		 * and young: look again soon; otherwise fall back to slow polling. */
+		now = orc_mono_ms();
+		if (w->watched)
+			w->next_check_ms = now + (w->poked_ms && now - w->poked_ms < 100 ? 5 : FALLBACK_CHECK_MS);
+		else
+			w->next_check_ms = now + (now - w->launched_ms < 300 ? 5 : r->cfg->health_interval_ms);
+		i++;
+	}
+}
+
+/* The driver says id's agent may be up: check it now. */
+void rec_poke(const char *id, void *arg)
+{
+	struct rec *r = arg;
+	struct waiter *w = rec_waiter_find(r, id);
+
+	if (w) {
+		w->poked_ms = orc_mono_ms();
+		w->next_check_ms = w->poked_ms;
+	}
+}
+
+int64_t rec_next_wakeup(const struct rec *r)
+{
+	int64_t t = r->next_sweep_ms;
+	size_t i;
+
+	for (i = 0; i < r->nw; i++)
+		if (r->w[i].next_check_ms < t)
+			t = r->w[i].next_check_ms;
+	if (r->notified.n || r->overflow)
+		t = 0;
+	return t;
+}
+
