@@ -15,13 +15,15 @@
 /*
  * A state change and its event in one statement (so one short implicit
  * transaction); guarded by the expected current state so a concurrent
- * delete always wins. Returns 1 when the row changed, 0 when it was no
- * longer in state `from`.
+ * delete always wins. Becoming ready clears the pending note in the same
+ * statement, so no reader sees a ready row with a stale "why pending".
+ * Returns 1 when the row changed, 0 when it was no longer in state `from`.
  */
 static const char transition_sql[] =
 	"WITH u AS ("
 	" UPDATE sandboxes SET state = $3::text,"
-	"  state_message = COALESCE($4::text, state_message),"
+	"  state_message = CASE WHEN $3::text = 'ready' THEN $4::text"
+	"   ELSE COALESCE($4::text, state_message) END,"
 	"  ready_at = CASE WHEN $3::text = 'ready' THEN now() ELSE ready_at END,"
 	"  deleted_at = CASE WHEN $3::text IN ('deleting', 'deleted') THEN COALESCE(deleted_at, now())"
 	"   ELSE deleted_at END,"

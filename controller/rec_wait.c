@@ -21,12 +21,9 @@
 
 #define FALLBACK_CHECK_MS 200     /* health polling of a sandbox whose driver hints */
 
-/* Why a sandbox is still pending ($2), or no reason any more (NULL). */
+/* Why a sandbox is still pending ($2); becoming ready clears it (rec_db.c). */
 static const char pending_note_sql[] =
 	"UPDATE sandboxes SET state_message = $2 WHERE id = $1 AND state = 'pending'";
-static const char clear_note_sql[] =
-	"UPDATE sandboxes SET state_message = NULL"
-	" WHERE id = $1 AND state = 'ready' AND state_message = $2";
 
 struct waiter *rec_waiter_find(struct rec *r, const char *id)
 {
@@ -171,10 +168,6 @@ void rec_health_round(struct rec *r)
 				orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
 					"ms_since_launch", ms, NULL);
 				ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
-				if (w->note) {   /* a pending note is history now */
-					const char *p[2] = { w->id, w->note };
-					rec_db_exec(r, clear_note_sql, 2, p);
-				}
 			}
 			rec_waiter_remove(r, w);
 			continue;

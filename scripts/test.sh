@@ -66,8 +66,6 @@ fi
 # adds the stack logs and sandbox agent logs that hold a report. Any report
 # fails the stage, whatever the tests said.
 SAN_SKIP=(
-	# only python fakes, or binaries the file picks itself from bin/
-	--ignore=tests/integration/test_controller_k8s.py
 	# stack.sh and nginx's config, no C code beyond what other files run
 	--ignore=tests/integration/test_scripts.py --ignore=tests/integration/test_nginx.py
 )

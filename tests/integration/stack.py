@@ -82,13 +82,15 @@ SAN_REPORT = re.compile(rb"ERROR: [A-Za-z]+Sanitizer|runtime error: |SUMMARY: [A
                         rb"|==[0-9]+==ABORTING")
 
 
-def save_sanitizer_reports(var, dest):
-    """Copy the stack's logs and the sandbox agents' logs that hold a
-    sanitizer report into dest. The sanitized servers write theirs to
-    ASAN_OPTIONS' log_path; agents in sandboxes get no environment, so their
-    reports land in agent.log (scripts/test.sh's sanitizer stage)."""
-    paths = glob.glob(os.path.join(var, "log", "*.log"))
-    paths += glob.glob(os.path.join(var, "sandboxes", "*", "agent.log"))
+def save_sanitizer_reports(var, dest, patterns=("log/*.log", "sandboxes/*/agent.log")):
+    """Copy the logs under var (glob patterns relative to it; by default the
+    stack's logs and the sandbox agents' logs) that hold a sanitizer report
+    into dest. The sanitized servers write theirs to ASAN_OPTIONS' log_path;
+    agents in sandboxes get no environment, so their reports land in their
+    log (scripts/test.sh's sanitizer stage)."""
+    paths = []
+    for pattern in patterns:
+        paths += glob.glob(os.path.join(var, pattern))
     for path in paths:
         try:
             with open(path, "rb") as f:
@@ -98,6 +100,12 @@ def save_sanitizer_reports(var, dest):
         if SAN_REPORT.search(data):
             name = os.path.basename(var) + "-" + os.path.relpath(path, var).replace("/", "-")
             shutil.copyfile(path, os.path.join(dest, name))
+
+
+def sanitizer_env():
+    """The sanitizer options of this run, for a test that builds a child's
+    environment from scratch (empty outside the sanitizer stage)."""
+    return {k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")}
 
 
 class Stack:

@@ -22,10 +22,13 @@ import uuid
 
 import pytest
 
+from stack import sanitizer_env, save_sanitizer_reports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# ORCHARD_TEST_CONTROLLER: run these tests against another build (A/B measurements).
+# ORCHARD_TEST_CONTROLLER, ORCHARD_AGENT_BIN: run these tests against another
+# build (A/B measurements, the sanitizer stage's bin-san/).
 CONTROLLER = os.environ.get("ORCHARD_TEST_CONTROLLER") or os.path.join(ROOT, "bin", "orchard-controller")
-AGENT = os.path.join(ROOT, "bin", "orchard-agent")
+AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(ROOT, "bin", "orchard-agent")
 PGBIN = "/usr/lib/postgresql/15/bin"
 SWEEP_MS = 300
 IS_ROOT = os.geteuid() == 0
@@ -151,6 +154,7 @@ class Env:
             "ORCHARD_SWEEP_INTERVAL_MS": str(SWEEP_MS),
             "ORCHARD_LOG_LEVEL": "debug",
         }
+        e.update(sanitizer_env())
         e.update(extra)
         return e
 
@@ -275,6 +279,9 @@ class Env:
             self.pg.stop()
         finally:
             time.sleep(0.2)
+            if os.environ.get("ORCHARD_SAN_LOG_DIR"):
+                save_sanitizer_reports(self.base, os.environ["ORCHARD_SAN_LOG_DIR"],
+                                       ("*.log", "state/*/agent.log"))
             shutil.rmtree(self.base, ignore_errors=True)
 
 

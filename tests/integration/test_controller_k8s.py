@@ -24,8 +24,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
-CONTROLLER = os.path.join(ROOT, "bin", "orchard-controller")
-AGENT = os.path.join(ROOT, "bin", "orchard-agent")
+from stack import sanitizer_env, save_sanitizer_reports  # noqa: E402
+
+# Another build (the sanitizer stage's bin-san/) through the same variables
+# as test_controller.py.
+CONTROLLER = os.environ.get("ORCHARD_TEST_CONTROLLER") or os.path.join(ROOT, "bin", "orchard-controller")
+AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(ROOT, "bin", "orchard-agent")
 PGBIN = "/usr/lib/postgresql/15/bin"
 IS_ROOT = os.geteuid() == 0
 NS = "orchard-sandboxes"
@@ -213,6 +217,7 @@ class K8s:
             "ORCHARD_SWEEP_INTERVAL_MS": "300",
             "ORCHARD_LOG_LEVEL": "debug",
         }
+        e.update(sanitizer_env())
         e.update(extra)
         return e
 
@@ -285,6 +290,9 @@ class K8s:
             self.pg.sql("UPDATE sandboxes SET state = 'deleted' WHERE id IN (%s)"
                         % ",".join("'%s'" % sid for sid in self.ids))
         self.fake.stop()
+        if os.environ.get("ORCHARD_SAN_LOG_DIR"):
+            save_sanitizer_reports(self.base, os.environ["ORCHARD_SAN_LOG_DIR"],
+                                   ("*.log", "pods/*.log"))
         self.runner.cleanup()
         if os.environ.get("K8SD_KEEP") != "1":     # keep the logs to read them
             shutil.rmtree(self.base, ignore_errors=True)
