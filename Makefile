@@ -62,7 +62,11 @@ api_LIBS = -lfcgi $(LIBS_pg) $(call pc,libargon2) $(call pc,libcrypto) $(LIBS_co
 controller_SRC = $(wildcard controller/*.c)
 controller_LIBS = $(LIBS_pg) $(call pc,libseccomp) $(LIBS_common)
 agent_SRC = $(wildcard agent/*.c)
-agent_LIBS = $(call pc,libmicrohttpd) $(call pc,libgit2) $(call pc,libarchive) -lwslay $(call pc,json-c) -lm -lutil
+# Idle RSS (issue 3; bench/README.md, "Agent memory"): libgit2 and
+# libarchive are dlopened on first use (agent/dl.h); libmicrohttpd is static
+# with its GnuTLS stubbed out (agent/mhd_notls.c); json-c and libm (one
+# function) are static too. An idle agent maps only libc and wslay.
+agent_LIBS = -l:libmicrohttpd.a -lwslay -l:libjson-c.a -l:libm.a -lutil -ldl
 cli_SRC = $(wildcard cli/*.c)
 cli_LIBS = $(call pc,libarchive) $(call pc,libcrypto) $(LIBS_common)
 admin_SRC = $(wildcard cli/admin/*.c)

@@ -46,7 +46,8 @@ void agent_handle_git_diff(struct agent_reply *reply, const struct agent_request
 	json_object *o;
 	char *cwd = NULL, msg[1024];
 
-	if (agent_arg_path(&cwd, reply, req, "cwd", AGENT_WORKSPACE) < 0)
+	if (agent_git_load(reply) < 0 ||
+	    agent_arg_path(&cwd, reply, req, "cwd", AGENT_WORKSPACE) < 0)
 		return;
 	if (agent_git_open_cwd(&repo, reply, cwd) < 0)
 		goto done;

@@ -1,6 +1,6 @@
 #ifndef AGENT_GIT_OPS_H
 #define AGENT_GIT_OPS_H
-#include <git2.h>
+#include "dl_git.h"
 
 #include "server.h"
 /*
@@ -19,11 +19,14 @@ void agent_handle_git_reset(struct agent_reply *reply, const struct agent_reques
  * that lacks one (plain `diff -u` output), so libgit2 parses it. */
 int agent_git_patch_normalise(struct orc_buf *out, const char *patch, size_t len);
 
+/* dl_git.c: load libgit2 on first use (dl.h) and set it up once (owner
+ * validation off: the sandbox is the boundary, and the agent may run as
+ * another user). 0, or replies 500 naming the library. Every handler calls
+ * it before any libgit2 function, its cleanup included. */
+int agent_git_load(struct agent_reply *reply);
+
 /* git_repo.c */
 
-/* git_libgit2_init once per process (and owner validation off: the
- * sandbox is the boundary, and the agent may run as another user). */
-void agent_git_init(void);
 /* The repository whose working directory is exactly dir (no search
  * upwards): 0, ORC_ENOTFOUND when dir is not one, ORC_ERROR. */
 int agent_git_open(git_repository **out, const char *dir, char *msg, size_t msglen);

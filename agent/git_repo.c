@@ -1,7 +1,6 @@
 #include "git_ops.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,22 +9,7 @@
 #include "files.h"
 #include "fsutil.h"
 
-/* Opening repositories, and libgit2's process-wide setup. */
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-
-static void init(void)
-{
-	git_libgit2_init();
-	/* The sandbox is the boundary, and /workspace may belong to another
-	 * user than the agent: git's safe.directory check does not apply. */
-	git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
-}
-
-void agent_git_init(void)
-{
-	pthread_once(&init_once, init);
-}
+/* Opening repositories. */
 
 const char *agent_git_error(void)
 {
@@ -67,7 +51,6 @@ int agent_git_open(git_repository **out, const char *dir, char *msg, size_t msgl
 	git_repository *repo = NULL;
 	int r;
 
-	agent_git_init();
 	r = git_repository_open_ext(&repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
 	if (r == GIT_ENOTFOUND) {
 		snprintf(msg, msglen, "\"%s\" is not a git repository", dir);

@@ -24,7 +24,7 @@ void agent_handle_git_reset(struct agent_reply *reply, const struct agent_reques
 	char *cwd = NULL, msg[1024], oid[GIT_OID_HEXSZ + 1];
 	int remove_ignored = 0, err;
 
-	if (agent_body_object(&body, reply, req) < 0)
+	if (agent_git_load(reply) < 0 || agent_body_object(&body, reply, req) < 0)
 		return;
 	if (agent_field_path(&cwd, reply, body, "cwd", AGENT_WORKSPACE) < 0)
 		goto done;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "dl.h"
 #include "err.h"
 #include "exec.h"
 #include "log.h"
@@ -22,12 +23,13 @@
 
 static const char usage[] =
 	"usage: orchard-agent --listen unix:PATH|tcp:HOST:PORT --token-file FILE\n"
-	"       orchard-agent --version | --help\n"
+	"       orchard-agent --version | --help | --lazy-libs\n"
 	"\n"
 	"Serves the Orchard agent protocol (docs/agent-protocol.md). Every request\n"
 	"needs \"Authorization: Bearer TOKEN\", TOKEN being the file's contents\n"
 	"without the trailing newline. Logs are JSON lines on stderr\n"
-	"(ORCHARD_LOG_LEVEL=debug|info|warn|error).\n";
+	"(ORCHARD_LOG_LEVEL=debug|info|warn|error). --lazy-libs loads the libraries\n"
+	"the agent opens on first use (libgit2, libarchive) and prints their paths.\n";
 
 struct options {
 	const char *listen;
@@ -46,6 +48,8 @@ static int parse_args(struct options *o, int argc, char **argv)
 		} else if (!strcmp(a, "--version")) {
 			printf("orchard-agent %s\n", AGENT_VERSION);
 			exit(0);
+		} else if (!strcmp(a, "--lazy-libs")) {
+			exit(agent_dl_print_paths() < 0 ? 1 : 0);
 		} else if (!strcmp(a, "--listen") && i + 1 < argc) {
 			o->listen = argv[++i];
 		} else if (!strncmp(a, "--listen=", 9)) {

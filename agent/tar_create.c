@@ -9,10 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <archive.h>
-#include <archive_entry.h>
 #include <microhttpd.h>
 
+#include "dl_archive.h"
 #include "err.h"
 #include "io.h"
 #include "fsutil.h"
@@ -212,6 +211,10 @@ void agent_handle_archive_get(struct agent_reply *reply, const struct agent_requ
 	char *path = NULL, msg[512];
 	int fds[2], fd = -1;
 
+	if (agent_archive_load(msg, sizeof(msg)) < 0) {
+		agent_reply_error(reply, 500, msg);
+		return;
+	}
 	if (agent_arg_path(&path, reply, req, "path", NULL) < 0)
 		return;
 	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {

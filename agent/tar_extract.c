@@ -10,10 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <archive.h>
-#include <archive_entry.h>
 #include <microhttpd.h>
 
+#include "dl_archive.h"
 #include "err.h"
 #include "io.h"
 #include "fsutil.h"
@@ -178,7 +177,8 @@ static int begin(void **out, const struct agent_request *req)
 	t->pipe_r = t->pipe_w = -1;
 	t->limit = agent_upload_limit();
 	*out = t;
-	if ((err = agent_arg_resolve(&path, req, "path", NULL, t->msg, sizeof(t->msg))) < 0 ||
+	if ((err = agent_archive_load(t->msg, sizeof(t->msg))) < 0 ||
+	    (err = agent_arg_resolve(&path, req, "path", NULL, t->msg, sizeof(t->msg))) < 0 ||
 	    (err = agent_mkdirs(path, 0755, t->msg, sizeof(t->msg))) < 0)
 		goto done;
 	if (!(real = realpath(path, NULL))) {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build a self-contained orchard-agent: the binary, the dynamic loader and
-# every shared library it links (from ldd, plus glibc's libnss_files), so
-# that it runs in any Linux image of its architecture, including one without
-# glibc (busybox, distroless, alpine). The one bundling script: the tests,
-# docker/Dockerfile and the Kubernetes pod all use it.
+# every shared library it links (from ldd, plus glibc's libnss_files) or
+# loads on first use (libgit2 and libarchive, from `orchard-agent
+# --lazy-libs`, with their own dependencies), so that it runs in any Linux
+# image of its architecture, including one without glibc (busybox,
+# distroless, alpine). The one bundling script: the tests, docker/Dockerfile
+# and the Kubernetes pod all use it.
 #
 #   scripts/agent-bundle.sh OUTDIR [--prefix DIR] [--patchelf]
 #
@@ -45,7 +47,7 @@ while [ $# -gt 0 ]; do
 	--prefix) PREFIX=${2:?--prefix needs a directory}; shift 2 ;;
 	--prefix=*) PREFIX=${1#--prefix=}; shift ;;
 	--patchelf) PATCH=1; shift ;;
-	-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "agent-bundle: unknown option \"$1\"" >&2; exit 2 ;;
 	*) [ -z "$OUT" ] || { echo "agent-bundle: one OUTDIR only" >&2; exit 2; }; OUT=$1; shift ;;
 	esac
@@ -72,17 +74,31 @@ install -m 0755 "$AGENT" "$OUT/$bin_rel"
 loader=
 # ldd lines: "libx.so.1 => /usr/lib/.../libx.so.1 (0x...)" and the loader
 # as "/lib64/ld-linux-x86-64.so.2 (0x...)"; linux-vdso has no file.
-while read -r first second third _; do
-	if [ "$second" = "=>" ]; then
-		case $third in
-		/*) install -m 0644 "$(readlink -f "$third")" "$OUT/lib/$first" ;;
-		*) echo "agent-bundle: ldd cannot find $first" >&2; exit 1 ;;
-		esac
-	elif [[ $first == /*ld-linux* ]]; then
-		loader=$first
-	fi
-done < <(ldd "$AGENT")
+copy_deps() { # FILE: every library FILE needs, into lib/ by soname
+	local first second third rest
+	while read -r first second third rest; do
+		if [ "$second" = "=>" ]; then
+			case $third in
+			/*) install -m 0644 "$(readlink -f "$third")" "$OUT/lib/$first" ;;
+			*) echo "agent-bundle: ldd cannot find $first (for $1)" >&2; exit 1 ;;
+			esac
+		elif [[ $first == /*ld-linux* ]]; then
+			loader=$first
+		fi
+	done < <(ldd "$1")
+}
+copy_deps "$AGENT"
 [ -n "$loader" ] || { echo "agent-bundle: no dynamic loader in ldd's output" >&2; exit 1; }
+# The libraries the agent dlopens on first use (libgit2, libarchive): ldd
+# cannot see them. The agent loads them here and prints where from; each
+# goes into lib/ under the name it is opened by (its soname), with its
+# dependencies.
+lazy=$(ORCHARD_LOG_LEVEL=error "$AGENT" --lazy-libs) ||
+	{ echo "agent-bundle: orchard-agent --lazy-libs failed" >&2; exit 1; }
+for lib in $lazy; do
+	install -m 0644 "$(readlink -f "$lib")" "$OUT/lib/$(basename "$lib")"
+	copy_deps "$lib"
+done
 ld_name=$(basename "$loader")
 ld_rel=$ld_dir/$ld_name
 ld_rel=${ld_rel#./}
@@ -109,9 +125,19 @@ fi
 chmod -R a+rX "$OUT"
 
 # Smoke test from where it was built (through the loader: a patched
-# binary's interpreter only exists once the bundle is at PREFIX).
+# binary's interpreter only exists once the bundle is at PREFIX), the lazy
+# libraries included: they must load from lib/, nowhere else.
 if ! "$OUT/$ld_rel" --inhibit-cache --library-path "$OUT/lib" "$OUT/$bin_rel" --version >/dev/null; then
 	echo "agent-bundle: the bundled agent does not start" >&2
 	exit 1
 fi
+if ! lazy=$(ORCHARD_LOG_LEVEL=error "$OUT/$ld_rel" --inhibit-cache --library-path "$OUT/lib" \
+	"$OUT/$bin_rel" --lazy-libs); then
+	echo "agent-bundle: the bundled agent cannot load its lazy libraries" >&2
+	exit 1
+fi
+for lib in $lazy; do
+	[ "$(dirname "$lib")" -ef "$OUT/lib" ] ||
+		{ echo "agent-bundle: the bundled agent loads $lib from outside the bundle" >&2; exit 1; }
+done
 echo "agent-bundle: $OUT ($(ls "$OUT/lib" | wc -l) libraries, $(du -sh "$OUT" | cut -f1), patchelf=$PATCH, prefix=$PREFIX)"

@@ -28,8 +28,9 @@ TARGETS=(json quantity utf8 tar_name path b64 git_patch pty_frame exec_request a
 SRC[tar_name]="agent/tar_name.c agent/fsutil.c";      INC[tar_name]=agent
 SRC[path]="agent/fsutil.c";                          INC[path]=agent
 SRC[b64]="agent/files_base64.c";                INC[b64]=agent
-SRC[git_patch]="agent/git_patch.c";                  INC[git_patch]=agent
-LIBS[git_patch]="$($PKG_CONFIG --libs libgit2)"
+# libgit2 is loaded on first use (agent/dl.c); the target loads it as the agent does.
+SRC[git_patch]="agent/git_patch.c agent/dl_git.c agent/dl.c agent/dl_archive.c"; INC[git_patch]=agent
+LIBS[git_patch]="-ldl $($PKG_CONFIG --libs libgit2)"   # git_patch_* of the checks: not in the agent's table
 SRC[pty_frame]="agent/pty_proto.c";                  INC[pty_frame]=agent
 SRC[exec_request]="agent/cancel.c";                  INC[exec_request]=agent
 SRC[api_create]="api/validate.c";       INC[api_create]=api

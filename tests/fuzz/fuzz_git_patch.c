@@ -15,15 +15,22 @@
 
 #include "buf.h"
 #include "err.h"
+#include "dl.h"
 #include "git_ops.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	char msg[512];
+
 	(void)argc;
 	(void)argv;
-	git_libgit2_init();
+	/* as agent_git_load: dlopen libgit2, then git_libgit2_init */
+	if (agent_dl_load(&agent_dl_git, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "fuzz_git_patch: %s\n", msg);
+		abort();
+	}
 	return 0;
 }
 

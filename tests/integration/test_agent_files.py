@@ -700,3 +700,37 @@ def test_git_reset_to_an_older_commit(agent, repo):
     assert not os.path.exists(os.path.join(repo, "c.txt"))
     status, body, _ = agent.request("POST", "/git/reset", {"cwd": repo, "ref": "no-such-ref"})
     assert status == 400 and "no-such-ref" in body["error"]
+
+
+# ---------------------------------------------------------------- lazy libraries
+
+def mapped_libraries(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return {os.path.basename(line.split()[-1]) for line in f if ".so" in line}
+
+
+def maps(libs, prefix):
+    return any(name.startswith(prefix) for name in libs)
+
+
+def test_libgit2_and_libarchive_are_loaded_on_first_use(base, d):
+    """An idle agent maps neither libgit2, libarchive nor GnuTLS (bench
+    README, "Agent memory"); the first tar call loads libarchive alone, the
+    first git call libgit2."""
+    run = os.path.join(base, "lazy-run")
+    os.mkdir(run)
+    proc, a = start_agent(run)
+    try:
+        libs = mapped_libraries(proc.pid)
+        assert maps(libs, "libc.so"), libs
+        for lib in ("libgit2.", "libarchive.", "libgnutls.", "libmicrohttpd."):
+            assert not maps(libs, lib), (lib, libs)
+        st, _, _ = a.request("GET", "/archive?" + q(d), raw=True)
+        assert st == 200
+        libs = mapped_libraries(proc.pid)
+        assert maps(libs, "libarchive.") and not maps(libs, "libgit2."), libs
+        st, body, _ = a.request("GET", "/git/diff?" + urllib.parse.urlencode({"cwd": d}))
+        assert st == 400 and "not a git repository" in body["error"], body
+        assert maps(mapped_libraries(proc.pid), "libgit2.")
+    finally:
+        assert stop_agent(proc) == 0

@@ -825,6 +825,56 @@ def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
             proc.wait()
 
 
+def test_bundled_agent_without_libgit2_names_it_and_serves_the_rest(tmp_path):
+    """libgit2 is loaded on first use (docs/agent-protocol.md, "Memory"):
+    a bundle missing it starts, serves health and tar, and answers git
+    calls with a 500 naming the library."""
+    if not shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    bundle = tmp_path / "bundle"
+    r = subprocess.run([os.path.join(REPO, "scripts", "agent-bundle.sh"), str(bundle)],
+                       capture_output=True, text=True, env=dict(os.environ, ORCHARD_AGENT_BIN=AGENT))
+    assert r.returncode == 0, r.stderr
+    gone = list((bundle / "lib").glob("libgit2.so.*"))
+    assert len(gone) == 1 and (bundle / "lib" / "libarchive.so.13").exists()
+    gone[0].unlink()
+    command = (bundle / "command").read_text().split()
+    sockdir = tmp_path / "sock"
+    sockdir.mkdir()
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x").write_text("x\n")
+    log = open(tmp_path / "agent.log", "ab")
+    # an empty root: the system's libgit2 is out of reach
+    proc = subprocess.Popen(
+        ["bwrap", "--tmpfs", "/", "--ro-bind", str(bundle), "/run/orchard-agent",
+         "--bind", str(sockdir), "/run/sock", "--ro-bind", str(tmp_path / "token"), "/run/token",
+         "--ro-bind", str(tmp_path / "data"), "/data", "--proc", "/proc", "--dev", "/dev", "--unshare-all", "--die-with-parent", "--clearenv"] +
+        command + ["--listen", "unix:/run/sock/agent.sock", "--token-file", "/run/token"],
+        stdout=log, stderr=log)
+    log.close()
+    a = agent_http.Agent(str(sockdir / "agent.sock"), token=TOKEN)
+    try:
+        def healthy():
+            try:
+                return a.request("GET", "/health", timeout=2)[0] == 200
+            except OSError:  # not listening yet
+                return False
+        assert wait_until(lambda: proc.poll() is not None or healthy(), 10)
+        assert proc.poll() is None
+        for method, path, body in (("GET", "/git/diff?cwd=/run", None),
+                                   ("POST", "/git/apply", {"patch": "", "cwd": "/run"}),
+                                   ("POST", "/git/reset", {"cwd": "/run"})):
+            st, out, _ = a.request(method, path, body)
+            assert st == 500 and out["error"].startswith("libgit2 cannot be loaded (%s)" % gone[0].name), out
+        st, tar, _ = a.request("GET", "/archive?path=/data", raw=True)
+        assert st == 200 and tarfile.open(fileobj=io.BytesIO(tar)).getnames() == ["x"]
+        assert a.request("GET", "/health")[0] == 200
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def make_repo(path):
     """A git repository made on the host (the busybox root has no git)."""
     path.mkdir(parents=True)
