@@ -36,11 +36,13 @@
 
 /* ---- shared by the files routes ------------------------------------------------- */
 
-/* ?path= (required): 422 when missing or empty, replied. */
-static int query_path(const char **out, struct api_req *r)
+/* ?path=: def when missing or empty (NULL: required, 422), replied. */
+static int query_path(const char **out, struct api_req *r, const char *def)
 {
 	const char *p = api_req_query(r, "path");
 
+	if ((!p || !*p) && def)
+		p = def;
 	if (!p || !*p)
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'path' is required");
 	if (strlen(p) >= API_PATH_MAX)
@@ -70,7 +72,8 @@ static int body_path(const char **out, json_object *body, char *msg, size_t msgl
 	return 0;
 }
 
-/* A JSON field 'mode' (optional; *out NULL when absent): octal, at most 07777. */
+/* A JSON field 'mode' (optional; *out NULL when absent): octal, at most 07777,
+ * at most 5 digits (as the agent's agent_parse_mode reads it). */
 static int body_mode(const char **out, json_object *body, char *msg, size_t msglen)
 {
 	const char *m = NULL, *p;
@@ -84,7 +87,7 @@ static int body_mode(const char **out, json_object *body, char *msg, size_t msgl
 	}
 	for (p = m; *p == '0'; p++)
 		;
-	if (!*m || strspn(m, "01234567") != strlen(m) || strlen(p) > 4) {
+	if (!*m || strspn(m, "01234567") != strlen(m) || strlen(p) > 4 || strlen(m) > 5) {
 		snprintf(msg, msglen, "field 'mode' must be an octal string such as \"0644\", at most 07777");
 		return ORC_EINVALID;
 	}
@@ -214,31 +217,54 @@ done:
 	return err;
 }
 
+/* A POST /files body, checked (pointers into body). */
+struct upload_req {
+	const char *path;
+	const char *mode;             /* NULL: the agent's default */
+	json_object *content;         /* the base64 string */
+	size_t size;                  /* decoded bytes */
+	char sha256[65];              /* of the decoded bytes, hex */
+};
+
+/* The fields of an upload body: 0, or ORC_EINVALID / API_EBADREQ and msg. */
+static int parse_upload(struct upload_req *u, json_object *body, char *msg, size_t msglen)
+{
+	int err;
+
+	if ((err = body_path(&u->path, body, msg, msglen)) < 0 ||
+	    (err = body_mode(&u->mode, body, msg, msglen)) < 0)
+		return err;
+	if (!json_object_object_get_ex(body, "content", &u->content) || !u->content) {
+		snprintf(msg, msglen, "field 'content' is required (the file's bytes as standard base64)");
+		return ORC_EINVALID;
+	}
+	if (!json_object_is_type(u->content, json_type_string)) {
+		snprintf(msg, msglen, "field 'content' must be a base64 string");
+		return ORC_EINVALID;
+	}
+	if (b64_measure(&u->size, u->sha256, json_object_get_string(u->content),
+			(size_t)json_object_get_string_len(u->content)) < 0) {
+		snprintf(msg, msglen, "field 'content' is not valid base64 (standard alphabet, padding "
+			 "optional, no whitespace)");
+		return API_EBADREQ;
+	}
+	return 0;
+}
+
 int api_files_upload(struct api_req *r)
 {
 	struct orc_buf out = ORC_BUF_INIT;
-	json_object *body, *content = NULL, *d, *ans, *v;
-	const char *path, *mode;
+	struct upload_req u;
+	json_object *body, *d, *ans, *v;
 	struct api_agent a;
-	char msg[512], sha[65];
-	size_t size = 0;
+	char msg[512];
 	long status = 0;
 	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = body_path(&path, body, msg, sizeof(msg))) < 0 ||
-	    (err = body_mode(&mode, body, msg, sizeof(msg))) < 0)
+	if ((err = parse_upload(&u, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
-	if (!json_object_object_get_ex(body, "content", &content) || !content)
-		return api_reply_error(r, ORC_EINVALID, "field 'content' is required (the file's bytes "
-				       "as standard base64)");
-	if (!json_object_is_type(content, json_type_string))
-		return api_reply_error(r, ORC_EINVALID, "field 'content' must be a base64 string");
-	if (b64_measure(&size, sha, json_object_get_string(content),
-			(size_t)json_object_get_string_len(content)) < 0)
-		return api_reply_error(r, API_EBADREQ, "field 'content' is not valid base64 (standard "
-				       "alphabet, padding optional, no whitespace)");
 	if ((err = api_agent_get(&a, r)) < 0)
 		return err;
 	/* The agent reads the same fields from the same bytes. */
@@ -250,13 +276,13 @@ int api_files_upload(struct api_req *r)
 	d = json_object_new_object();
 	json_object_object_add(d, "path", json_object_new_string(
 		ans && json_object_object_get_ex(ans, "path", &v) && json_object_is_type(v, json_type_string)
-		? json_object_get_string(v) : path));
-	json_object_object_add(d, "size", json_object_new_int64((int64_t)size));
-	json_object_object_add(d, "sha256", json_object_new_string(sha));
-	if (mode)
-		json_object_object_add(d, "mode", json_object_new_string(mode));
-	if (size <= CONTENT_RECORD_MAX)
-		json_object_object_add(d, "content", json_object_get(content));
+		? json_object_get_string(v) : u.path));
+	json_object_object_add(d, "size", json_object_new_int64((int64_t)u.size));
+	json_object_object_add(d, "sha256", json_object_new_string(u.sha256));
+	if (u.mode)
+		json_object_object_add(d, "mode", json_object_new_string(u.mode));
+	if (u.size <= CONTENT_RECORD_MAX)
+		json_object_object_add(d, "content", json_object_get(u.content));
 	if ((err = record(r, "file.write", d, status, &out)) < 0)
 		goto done;
 	if (status != 200) {
@@ -274,20 +300,18 @@ int api_files_download(struct api_req *r)
 	const char *path;
 	int err;
 
-	if ((err = query_path(&path, r)) < 0)
+	if ((err = query_path(&path, r, NULL)) < 0)
 		return err;
 	return pass_through(r, "GET", agent_path(r, "/files/base64", path, NULL), ANSWER_MAX);
 }
 
 int api_files_list(struct api_req *r)
 {
-	const char *path = api_req_query(r, "path");
+	const char *path;
+	int err;
 
-	if (!path || !*path)
-		path = "/workspace";
-	if (strlen(path) >= API_PATH_MAX)
-		return api_reply_error(r, ORC_EINVALID, "query parameter 'path' is longer than %d bytes",
-				       API_PATH_MAX - 1);
+	if ((err = query_path(&path, r, "/workspace")) < 0)
+		return err;
 	return pass_through(r, "GET", agent_path(r, "/files/list", path, NULL), ANSWER_MAX);
 }
 
@@ -296,7 +320,7 @@ int api_files_stat(struct api_req *r)
 	const char *path;
 	int err;
 
-	if ((err = query_path(&path, r)) < 0)
+	if ((err = query_path(&path, r, NULL)) < 0)
 		return err;
 	return pass_through(r, "GET", agent_path(r, "/files/stat", path, NULL), SMALL_ANSWER_MAX);
 }
@@ -330,18 +354,45 @@ done:
 	return err;
 }
 
+/* The fields of a mkdir body {path, parents: true, mode?}: 0, or ORC_EINVALID and msg. */
+static int parse_mkdir(const char **path, const char **mode, int *parents, json_object *body,
+		       char *msg, size_t msglen)
+{
+	int err;
+
+	*parents = 1;
+	if ((err = body_path(path, body, msg, msglen)) < 0 ||
+	    (err = body_mode(mode, body, msg, msglen)) < 0 ||
+	    (err = orc_json_get_bool(body, "parents", parents, msg, msglen)) < 0)
+		return err;
+	return 0;
+}
+
+/* ?recursive= of a delete: absent, empty, 0 or false is 0; 1 or true is 1; else 422 (replied). */
+static int query_recursive(int *out, struct api_req *r)
+{
+	const char *rec = api_req_query(r, "recursive");
+
+	if (rec && (!strcmp(rec, "1") || !strcmp(rec, "true")))
+		*out = 1;
+	else if (rec && *rec && strcmp(rec, "0") && strcmp(rec, "false"))
+		return api_reply_error(r, ORC_EINVALID, "query parameter 'recursive' must be true or "
+				       "false");
+	else
+		*out = 0;
+	return 0;
+}
+
 int api_files_mkdir(struct api_req *r)
 {
 	json_object *body, *d;
 	const char *path, *mode;
 	char msg[512];
-	int parents = 1, err;
+	int parents, err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = body_path(&path, body, msg, sizeof(msg))) < 0 ||
-	    (err = body_mode(&mode, body, msg, sizeof(msg))) < 0 ||
-	    (err = orc_json_get_bool(body, "parents", &parents, msg, sizeof(msg))) < 0)
+	if ((err = parse_mkdir(&path, &mode, &parents, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
 	d = json_object_new_object();
 	json_object_object_add(d, "path", json_object_new_string(path));
@@ -353,17 +404,12 @@ int api_files_mkdir(struct api_req *r)
 
 int api_files_delete(struct api_req *r)
 {
-	const char *path, *rec = api_req_query(r, "recursive");
+	const char *path;
 	json_object *d;
 	int recursive = 0, err;
 
-	if ((err = query_path(&path, r)) < 0)
+	if ((err = query_path(&path, r, NULL)) < 0 || (err = query_recursive(&recursive, r)) < 0)
 		return err;
-	if (rec && (!strcmp(rec, "1") || !strcmp(rec, "true")))
-		recursive = 1;
-	else if (rec && *rec && strcmp(rec, "0") && strcmp(rec, "false"))
-		return api_reply_error(r, ORC_EINVALID, "query parameter 'recursive' must be true or "
-				       "false");
 	d = json_object_new_object();
 	json_object_object_add(d, "path", json_object_new_string(path));
 	json_object_object_add(d, "recursive", json_object_new_boolean(recursive));

@@ -108,7 +108,7 @@ static int raw_target(const char **agent_path, const char **path_out, struct api
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'path' is longer than %d bytes",
 				       API_PATH_MAX - 1);
 	if (mode && (!*mode || strspn(mode, "01234567") != strlen(mode) ||
-		     strlen(mode + strspn(mode, "0")) > 4))
+		     strlen(mode + strspn(mode, "0")) > 4 || strlen(mode) > 5))
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'mode' must be octal such as "
 				       "0644, at most 07777");
 	esc = api_url_escape(path);

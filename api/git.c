@@ -87,35 +87,61 @@ static int git_call(json_object **ans, long *status, struct api_req *r, const ch
 	return 0;
 }
 
+/* An apply_patch body, checked (strings point into the body). */
+struct apply_req {
+	const char *patch;
+	int64_t timeout;              /* seconds, 1..APPLY_TIMEOUT_MAX_S */
+	int check;
+	const char *cwd;              /* NULL: the workspace */
+};
+
+/* The fields of an apply_patch body: 0, or ORC_EINVALID and msg. */
+static int parse_apply(struct apply_req *a, json_object *body, char *msg, size_t msglen)
+{
+	int err;
+
+	a->patch = NULL;
+	a->timeout = APPLY_TIMEOUT_DEFAULT_S;
+	a->check = 0;
+	a->cwd = NULL;
+	if ((err = orc_json_get_str(body, "patch", &a->patch, msg, msglen)) < 0)
+		return err;
+	if (err == 1) {
+		snprintf(msg, msglen, "field 'patch' is required (a unified or git diff)");
+		return ORC_EINVALID;
+	}
+	if ((err = orc_json_get_int(body, "timeout_seconds", &a->timeout, 0, APPLY_TIMEOUT_MAX_S, msg,
+				    msglen)) < 0 ||
+	    (err = orc_json_get_bool(body, "check", &a->check, msg, msglen)) < 0 ||
+	    (err = body_cwd(&a->cwd, body, msg, msglen)) < 0)
+		return err;
+	if (a->timeout == 0)
+		a->timeout = APPLY_TIMEOUT_DEFAULT_S;
+	return 0;
+}
+
 int api_git_apply(struct api_req *r)
 {
 	struct orc_buf out = ORC_BUF_INIT;
 	json_object *body, *req, *ans = NULL, *d, *reply;
-	const char *patch = NULL, *cwd = NULL;
+	struct apply_req ap;
+	const char *cwd;
 	char msg[512];
-	int64_t timeout = APPLY_TIMEOUT_DEFAULT_S;
 	long status = 0;
-	int check = 0, err;
+	int check, err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = orc_json_get_str(body, "patch", &patch, msg, sizeof(msg))) < 0)
+	if ((err = parse_apply(&ap, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
-	if (err == 1)
-		return api_reply_error(r, ORC_EINVALID, "field 'patch' is required (a unified or git diff)");
-	if ((err = orc_json_get_int(body, "timeout_seconds", &timeout, 0, APPLY_TIMEOUT_MAX_S, msg,
-				    sizeof(msg))) < 0 ||
-	    (err = orc_json_get_bool(body, "check", &check, msg, sizeof(msg))) < 0 ||
-	    (err = body_cwd(&cwd, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
-	if (timeout == 0)
-		timeout = APPLY_TIMEOUT_DEFAULT_S;
+	cwd = ap.cwd;
+	check = ap.check;
 	req = api_own_json(r, json_object_new_object());
 	json_object_object_add(req, "patch", copy_field(body, "patch"));
 	json_object_object_add(req, "check", json_object_new_boolean(check));
 	if (cwd)
 		json_object_object_add(req, "cwd", json_object_new_string(cwd));
-	if ((err = git_call(&ans, &status, r, "POST", "/git/apply", req, timeout * 1000 + 5000,
+	if ((err = git_call(&ans, &status, r, "POST", "/git/apply", req, ap.timeout * 1000 + 5000,
 			    ANSWER_MAX, &out)) < 0)
 		goto done;
 	if (status != 200) {
@@ -153,19 +179,28 @@ done:
 	return err;
 }
 
-int api_git_diff(struct api_req *r)
+/* ?cwd= of a diff (NULL or "" when absent: the workspace); 422 when too long (replied). */
+static int query_cwd(const char **out, struct api_req *r)
 {
-	struct orc_buf out = ORC_BUF_INIT;
-	struct api_agent a;
 	const char *cwd = api_req_query(r, "cwd");
-	char *path, *esc;
-	long status = 0;
-	int err;
 
 	if (cwd && strlen(cwd) >= API_PATH_MAX)
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'cwd' is longer than %d bytes",
 				       API_PATH_MAX - 1);
-	if ((err = api_agent_get(&a, r)) < 0)
+	*out = cwd;
+	return 0;
+}
+
+int api_git_diff(struct api_req *r)
+{
+	struct orc_buf out = ORC_BUF_INIT;
+	struct api_agent a;
+	const char *cwd = NULL;
+	char *path, *esc;
+	long status = 0;
+	int err;
+
+	if ((err = query_cwd(&cwd, r)) < 0 || (err = api_agent_get(&a, r)) < 0)
 		return err;
 	esc = cwd && *cwd ? api_url_escape(cwd) : NULL;
 	path = api_own_mem(r, esc ? xasprintf("/git/diff?cwd=%s", esc) : xstrdup("/git/diff"));
@@ -179,24 +214,40 @@ done:
 	return err;
 }
 
+/* The fields of a reset body {ref?, cwd?, remove_ignored?} (NULL when
+ * absent): 0, or ORC_EINVALID and msg. */
+static int parse_reset(const char **ref, const char **cwd, int *remove_ignored, json_object *body,
+		       char *msg, size_t msglen)
+{
+	int err;
+
+	*ref = NULL;
+	*cwd = NULL;
+	*remove_ignored = 0;
+	if ((err = orc_json_get_str(body, "ref", ref, msg, msglen)) < 0 ||
+	    (err = body_cwd(cwd, body, msg, msglen)) < 0 ||
+	    (err = orc_json_get_bool(body, "remove_ignored", remove_ignored, msg, msglen)) < 0)
+		return err;
+	if (*ref && (!**ref || strlen(*ref) > 1024)) {
+		snprintf(msg, msglen, "field 'ref' must be a non-empty string of at most 1024 bytes");
+		return ORC_EINVALID;
+	}
+	return 0;
+}
+
 int api_git_reset(struct api_req *r)
 {
 	struct orc_buf out = ORC_BUF_INIT;
 	json_object *body, *req, *ans = NULL, *d;
-	const char *ref = NULL, *cwd = NULL;
+	const char *ref, *cwd;
 	char msg[1024];
 	long status = 0;
-	int remove_ignored = 0, err;
+	int remove_ignored, err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = orc_json_get_str(body, "ref", &ref, msg, sizeof(msg))) < 0 ||
-	    (err = body_cwd(&cwd, body, msg, sizeof(msg))) < 0 ||
-	    (err = orc_json_get_bool(body, "remove_ignored", &remove_ignored, msg, sizeof(msg))) < 0)
+	if ((err = parse_reset(&ref, &cwd, &remove_ignored, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
-	if (ref && (!*ref || strlen(ref) > 1024))
-		return api_reply_error(r, ORC_EINVALID, "field 'ref' must be a non-empty string of at "
-				       "most 1024 bytes");
 	req = api_own_json(r, json_object_new_object());
 	if (ref)
 		json_object_object_add(req, "ref", json_object_new_string(ref));

@@ -36,23 +36,37 @@ static int sandbox_visible(PGconn *db, struct api_req *r, const char *tenant)
 	return found;
 }
 
+/* ?limit= (1..LIST_MAX, default LIST_DEFAULT) and ?cursor= (us "" when
+ * absent or empty): 0, or 422 (replied). */
+static int parse_job_list(int64_t *limit, struct api_cursor *cursor, struct api_req *r)
+{
+	const char *v;
+
+	*limit = LIST_DEFAULT;
+	cursor->us[0] = '\0';
+	cursor->id = NULL;
+	if ((v = api_req_query(r, "limit")) && orc_parse_i64(limit, v, 1, LIST_MAX) < 0)
+		return api_reply_error(r, ORC_EINVALID, "query parameter 'limit' must be an integer "
+				       "from 1 to %d", LIST_MAX);
+	if ((v = api_req_query(r, "cursor")) && *v && api_cursor_parse(cursor, v) < 0)
+		return api_reply_error(r, ORC_EINVALID, "query parameter 'cursor' is not a cursor "
+				       "this server returned");
+	return 0;
+}
+
 int api_job_list(struct api_req *r)
 {
 	struct api_cursor cursor = { "", NULL };
 	char tenant[24], limit_s[24], sql[2048];
-	const char *v, *params[5];
+	const char *params[5];
 	json_object *o, *arr;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	int64_t limit = LIST_DEFAULT;
+	int64_t limit;
 	int err, i, n;
 
-	if ((v = api_req_query(r, "limit")) && orc_parse_i64(&limit, v, 1, LIST_MAX) < 0)
-		return api_reply_error(r, ORC_EINVALID, "query parameter 'limit' must be an integer "
-				       "from 1 to %d", LIST_MAX);
-	if ((v = api_req_query(r, "cursor")) && *v && api_cursor_parse(&cursor, v) < 0)
-		return api_reply_error(r, ORC_EINVALID, "query parameter 'cursor' is not a cursor "
-				       "this server returned");
+	if ((err = parse_job_list(&limit, &cursor, r)) < 0)
+		return err;
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit + 1);
 	params[0] = r->id;

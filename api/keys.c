@@ -51,19 +51,30 @@ static json_object *key_view(PGresult *res, int row)
 	return o;
 }
 
-int api_key_list(struct api_req *r)
+/* ?tenant= of the key list: NULL when absent or empty, else a DNS label (422, replied). */
+static int query_tenant(const char **out, struct api_req *r)
 {
-	const char *tenant = api_req_query(r, "tenant"), *params[1];
-	json_object *o, *arr;
-	PGresult *res = NULL;
-	PGconn *db = NULL;
-	int err, i;
+	const char *tenant = api_req_query(r, "tenant");
 
 	if (tenant && !*tenant)
 		tenant = NULL;
 	if (tenant && !orc_is_dns_label(tenant))
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'tenant' must be a tenant name "
 				       "(a DNS label)");
+	*out = tenant;
+	return 0;
+}
+
+int api_key_list(struct api_req *r)
+{
+	const char *tenant = NULL, *params[1];
+	json_object *o, *arr;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err, i;
+
+	if ((err = query_tenant(&tenant, r)) < 0)
+		return err;
 	params[0] = tenant;
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
@@ -94,24 +105,39 @@ int api_key_list(struct api_req *r)
 	return api_reply_json(r, 200, o);
 }
 
+/*
+ * The {id} of DELETE /keys/{id}: exactly one of *key_id (the 12-character
+ * key id, pointing into id) and num (the numeric id, canonical decimal)
+ * is set, so one request revokes one key. ORC_ENOTFOUND when it is neither.
+ */
+static int parse_key_ref(const char **key_id, char num[24], const char *id)
+{
+	int64_t n;
+
+	*key_id = NULL;
+	num[0] = '\0';
+	if (orc_key_id_valid(id)) {
+		*key_id = id;
+		return 0;
+	}
+	if (orc_parse_i64(&n, id, 1, INT64_MAX) == 0) {
+		snprintf(num, 24, "%lld", (long long)n);
+		return 0;
+	}
+	return ORC_ENOTFOUND;
+}
+
 int api_key_revoke(struct api_req *r)
 {
 	char num[24];
 	const char *params[2] = { NULL, NULL };
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	int64_t n;
 	int err;
 
-	/* exactly one of key_id and id, so one request revokes one key */
-	if (orc_key_id_valid(r->id)) {
-		params[0] = r->id;
-	} else if (orc_parse_i64(&n, r->id, 1, INT64_MAX) == 0) {
-		snprintf(num, sizeof(num), "%lld", (long long)n);
-		params[1] = num;
-	} else {
+	if (parse_key_ref(&params[0], num, r->id) < 0)
 		return api_reply_error(r, ORC_ENOTFOUND, "key %s not found", r->id);
-	}
+	params[1] = num[0] ? num : NULL;
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	/* coalesce keeps the first revocation time: revoking is idempotent */

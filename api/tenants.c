@@ -102,6 +102,46 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 	return 0;
 }
 
+/* A POST /tenants body: a DNS-label name and the quotas; 0, or ORC_EINVALID and msg. */
+static int parse_tenant_create(const char **name, struct quota_patch *p, json_object *body,
+			       char *msg, size_t msglen)
+{
+	static const char *const allowed[] = { "name", NULL };
+	int err;
+
+	if ((err = orc_json_get_str(body, "name", name, msg, msglen)) < 0)
+		return err;
+	if (err == 1) {
+		snprintf(msg, msglen, "field 'name' is required");
+		return ORC_EINVALID;
+	}
+	if (!orc_is_dns_label(*name)) {
+		snprintf(msg, msglen, "field 'name' must be a DNS label: 1-63 characters of [a-z0-9-], "
+			 "starting and ending with a letter or digit");
+		return ORC_EINVALID;
+	}
+	return parse_quotas(p, body, allowed, msg, msglen);
+}
+
+/* A PATCH /tenants/{name} body: at least one quota field; 0, or ORC_EINVALID and msg. */
+static int parse_tenant_patch(struct quota_patch *p, json_object *body, char *msg, size_t msglen)
+{
+	static const char *const allowed[] = { NULL };
+	size_t i;
+	int err, any = 0;
+
+	if ((err = parse_quotas(p, body, allowed, msg, msglen)) < 0)
+		return err;
+	for (i = 0; i < NQUOTAS; i++)
+		any |= p->given[i];
+	if (!any) {
+		snprintf(msg, msglen, "nothing to change: give max_sandboxes, max_cpu_millis or "
+			 "max_memory_bytes (null removes a quota)");
+		return ORC_EINVALID;
+	}
+	return 0;
+}
+
 static int reply_tenant(struct api_req *r, int status, const char *name)
 {
 	const char *params[1] = { name };
@@ -145,7 +185,6 @@ int api_tenant_list(struct api_req *r)
 
 int api_tenant_create(struct api_req *r)
 {
-	static const char *const allowed[] = { "name", NULL };
 	struct quota_patch p;
 	json_object *body;
 	const char *name = NULL, *params[4];
@@ -156,14 +195,7 @@ int api_tenant_create(struct api_req *r)
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = orc_json_get_str(body, "name", &name, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
-	if (err == 1)
-		return api_reply_error(r, ORC_EINVALID, "field 'name' is required");
-	if (!orc_is_dns_label(name))
-		return api_reply_error(r, ORC_EINVALID, "field 'name' must be a DNS label: 1-63 characters "
-				       "of [a-z0-9-], starting and ending with a letter or digit");
-	if ((err = parse_quotas(&p, body, allowed, msg, sizeof(msg))) < 0)
+	if ((err = parse_tenant_create(&name, &p, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
 	params[0] = name;
 	for (i = 0; i < NQUOTAS; i++)
@@ -182,7 +214,6 @@ int api_tenant_create(struct api_req *r)
 
 int api_tenant_patch(struct api_req *r)
 {
-	static const char *const allowed[] = { NULL };
 	struct quota_patch p;
 	json_object *body;
 	const char *params[7];
@@ -190,21 +221,17 @@ int api_tenant_patch(struct api_req *r)
 	PGconn *db = NULL;
 	char msg[256];
 	size_t i;
-	int err, any = 0;
+	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_quotas(&p, body, allowed, msg, sizeof(msg))) < 0)
+	if ((err = parse_tenant_patch(&p, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
 	params[0] = r->id;
 	for (i = 0; i < NQUOTAS; i++) {
 		params[1 + 2 * i] = p.given[i] ? "true" : "false";
 		params[2 + 2 * i] = p.value[i][0] ? p.value[i] : NULL;
-		any |= p.given[i];
 	}
-	if (!any)
-		return api_reply_error(r, ORC_EINVALID, "nothing to change: give max_sandboxes, "
-				       "max_cpu_millis or max_memory_bytes (null removes a quota)");
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	err = orc_pg_query(&res, db, "UPDATE tenants SET"

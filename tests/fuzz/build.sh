@@ -24,7 +24,8 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # include directory of its headers and the libraries it links.
 declare -A SRC INC LIBS
 TARGETS=(json quantity utf8 tar_name path b64 git_patch pty_frame exec_request api_create api_exec
-	api_query k8s_event trajectory)
+	api_query k8s_event trajectory api_route api_files api_git api_admin api_replay api_params
+	agent_body)
 SRC[tar_name]="agent/tar_name.c agent/fsutil.c";      INC[tar_name]=agent
 SRC[path]="agent/fsutil.c";                          INC[path]=agent
 SRC[b64]="agent/files_base64.c";                INC[b64]=agent
@@ -37,6 +38,19 @@ SRC[api_create]="api/validate.c";       INC[api_create]=api
 SRC[api_exec]="api/validate.c";                      INC[api_exec]=api
 INC[api_query]=api
 SRC[k8s_event]="controller/k8s_podstate.c controller/k8s_pod.c"; INC[k8s_event]=controller
+# The api targets of fuzz_req.h include api/request.c (api_req_release
+# calls PQclear: libpq is linked, never connected) and the handler file.
+LIBS_REQ="-lfcgi $($PKG_CONFIG --libs libpq)"
+INC[api_route]=api;                                  LIBS[api_route]=$LIBS_REQ
+SRC[api_files]="api/sandbox_agent.c agent/files_base64.c agent/fsutil.c"; INC[api_files]=api
+LIBS[api_files]="$LIBS_REQ $($PKG_CONFIG --libs libcrypto)"
+INC[api_git]=api;                                    LIBS[api_git]=$LIBS_REQ
+INC[api_admin]=api;                                  LIBS[api_admin]=$LIBS_REQ
+INC[api_replay]=api;                                 LIBS[api_replay]=$LIBS_REQ
+SRC[api_params]="api/cursor.c api/sandbox_agent.c api/validate.c"; INC[api_params]=api
+LIBS[api_params]=$LIBS_REQ
+SRC[agent_body]="agent/files_args.c agent/fsutil.c"; INC[agent_body]=agent
+LIBS[agent_body]="$($PKG_CONFIG --libs libmicrohttpd)"
 
 WARNINGS="-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 	-Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wcast-qual -Wwrite-strings

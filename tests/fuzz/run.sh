@@ -33,7 +33,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fuzz-run.XXXXXX")
 dict_for() {
 	case $1 in
 	git_patch) echo "$here/dict/git_patch.dict" ;;
-	json|pty_frame|exec_request|api_create|api_exec) echo "$here/dict/json.dict" ;;
+	json|pty_frame|exec_request|api_create|api_exec|api_files|api_git|api_admin|api_replay|agent_body)
+		echo "$here/dict/json.dict" ;;
+	api_route|api_params) echo "$here/dict/api_request.dict" ;;
 	esac
 }
 

@@ -472,6 +472,7 @@ def test_not_ready_sandbox_is_409(stack, admin):
     ({"path": "/workspace/bad", "content": 5}, 422, "content"),
     ({"path": "/workspace/bad", "content": "eA==", "mode": "999"}, 422, "mode"),
     ({"path": "/workspace/bad", "content": "eA==", "mode": 493}, 422, "mode"),
+    ({"path": "/workspace/bad", "content": "eA==", "mode": "0000000644"}, 422, "mode"),
 ])
 def test_bad_upload_writes_nothing(stack, admin, box, body, status, field):
     before = event_count(stack, box)
@@ -492,6 +493,9 @@ def test_bad_queries_and_huge_bodies_write_nothing(stack, admin, box):
     assert_error(admin.put(url(stack, box, "files/raw") + "?path=/workspace/a%00b", data=b"x"), 400)
     assert_error(admin.get(url(stack, box, "files") + "?path=/workspace/a%00b"), 400)
     assert_error(admin.put(url(stack, box, "files/raw"), params={"path": "/workspace/m", "mode": "8"},
+                           data=b"x"), 422, "invalid", "mode")
+    assert_error(admin.put(url(stack, box, "files/raw"), params={"path": "/workspace/m",
+                                                                 "mode": "0000000644"},
                            data=b"x"), 422, "invalid", "mode")
     assert_error(admin.delete(url(stack, box, "files"), params={"path": "/workspace/x",
                                                                 "recursive": "maybe"}), 422)
