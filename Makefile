@@ -70,7 +70,7 @@ agent_LIBS = -l:libmicrohttpd.a -lwslay -l:libjson-c.a -l:libm.a -lutil -ldl
 cli_SRC = $(wildcard cli/*.c)
 cli_LIBS = $(call pc,libarchive) $(call pc,libcrypto) $(LIBS_common)
 admin_SRC = $(wildcard cli/admin/*.c)
-admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
+admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(call pc,libarchive) $(LIBS_common)
 
 bench_SRC = $(wildcard bench/*.c)
 bench_LIBS = $(LIBS_common)

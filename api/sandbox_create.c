@@ -8,6 +8,10 @@
  * block_network true, sandbox_id (8 hex generated), timeout 3600. Ours add
  * ttl_seconds, idle_timeout_seconds, labels, env and workdir (NULL ttl and
  * idle timeout mean the controller's defaults). Unknown fields are ignored.
+ *
+ * Under the local driver an image is "host" or one imported with
+ * orchard-admin image import (the `images` table, docs/images.md); any
+ * other is a 422 that says how to import it, and nothing is written.
  */
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +170,29 @@ static int find_replay(PGresult **out, PGconn *db, struct api_req *r, const char
 	return 0;
 }
 
+/* Local driver: is the image "host" or imported? ORC_EINVALID with msg
+ * when not. (An image removed after this check fails the row in the
+ * controller with the same hint.) */
+static int check_image(PGconn *db, const char *image, char *msg, size_t msglen)
+{
+	const char *params[1] = { image };
+	PGresult *res = NULL;
+	int err, found;
+
+	if (!strcmp(image, "host") || strcmp(api_server.driver, "local"))
+		return 0;
+	if ((err = orc_pg_query(&res, db, "SELECT 1 FROM images WHERE name = $1", 1, params)) < 0)
+		return err;
+	found = PQntuples(res) == 1;
+	PQclear(res);
+	if (found)
+		return 0;
+	snprintf(msg, msglen, "image \"%.100s\" is not available: the local driver runs \"host\" or "
+		 "an imported image; import it with: orchard-admin image import NAME --dir PATH | "
+		 "--tar FILE | --oci LAYOUT[:TAG]", image);
+	return ORC_EINVALID;
+}
+
 static char *event_data(const struct create_req *c)
 {
 	json_object *o = json_object_new_object();
@@ -263,6 +290,8 @@ int api_sandbox_create(struct api_req *r)
 		return api_reply_error(r, err, "database unavailable");
 	if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
 		goto done;
+	if ((err = check_image(db, c.image, msg, sizeof(msg))) < 0)
+		goto done;
 	for (attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
 		const char *id = c.sandbox_id;
 		if (!id) {
@@ -284,7 +313,7 @@ done:
 	if (err == ORC_ECONFLICT)
 		return api_reply_error(r, err, "sandbox \"%s\" already exists",
 				       c.sandbox_id ? c.sandbox_id : "(generated)");
-	if (err == ORC_EQUOTA)
+	if (err == ORC_EQUOTA || err == ORC_EINVALID)
 		return api_reply_error(r, err, "%s", msg);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the sandbox");

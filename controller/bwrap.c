@@ -113,9 +113,14 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 	ctl_strv_push(a, "--cap-drop");
 	ctl_strv_push(a, "ALL");
 
-	/* Filesystem: the host's system dirs read-only, private rw dirs. */
-	for (i = 0; i < s->layout->n; i++)
-		ctl_strv_push(a, s->layout->v[i]);
+	/* Filesystem: the host's system dirs read-only, or an image's root
+	 * under the sandbox's private layer; then the private rw dirs. */
+	if (s->root) {
+		push3(a, "--bind", s->root, "/");
+	} else {
+		for (i = 0; i < s->layout->n; i++)
+			ctl_strv_push(a, s->layout->v[i]);
+	}
 	push3(a, "--proc", "/proc", NULL);
 	push3(a, "--dev", "/dev", NULL);
 	ctl_strv_push(a, "--bind");
@@ -127,10 +132,13 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 	ctl_strv_push(a, "--bind");
 	ctl_strv_pushf(a, "%s/run", s->dir);
 	ctl_strv_push(a, "/run/orchard");
-	push3(a, "--ro-bind", s->agent_bin, "/run/orchard-agent");
+	/* The image may have no libc: its agent is the self-contained bundle. */
+	push3(a, "--ro-bind", s->root ? s->agent_bundle : s->agent_bin, "/run/orchard-agent");
 	push3(a, "--dir", "/root", NULL);
-	/* Nothing else is writable: no unaccounted tmpfs writes. */
-	push3(a, "--remount-ro", "/", NULL);
+	/* Host layout: nothing else is writable, no unaccounted tmpfs writes.
+	 * An image's root is its private layer, writable on purpose. */
+	if (!s->root)
+		push3(a, "--remount-ro", "/", NULL);
 
 	push3(a, "--setenv", "HOME", "/root");
 	push3(a, "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
@@ -140,7 +148,12 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 		ctl_strv_pushf(a, "%d", s->seccomp_fd);
 	}
 	ctl_strv_push(a, "--");
-	ctl_strv_push(a, "/run/orchard-agent");
+	if (s->root) {
+		for (i = 0; i < s->agent_cmd->n; i++)
+			ctl_strv_push(a, s->agent_cmd->v[i]);
+	} else {
+		ctl_strv_push(a, "/run/orchard-agent");
+	}
 	push3(a, "--listen", "unix:/run/orchard/agent.sock", NULL);
 	push3(a, "--token-file", "/run/orchard/token", NULL);
 }

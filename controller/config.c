@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "imgstore.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -28,6 +29,10 @@ static const char usage[] =
 	"  --state-dir DIR         per-sandbox host dirs     (ORCHARD_STATE_DIR, required)\n"
 	"  --agent-bin PATH        orchard-agent binary      (ORCHARD_AGENT_BIN,\n"
 	"                          default: orchard-agent beside this program)\n"
+	"  --image-dir DIR         imported images           (ORCHARD_IMAGE_DIR, default:\n"
+	"                          \"images\" beside the state dir)\n"
+	"  --agent-bundle DIR      agent for imported images (ORCHARD_AGENT_BUNDLE, default:\n"
+	"                          <agent-bin>.bundle; make it with scripts/agent-bundle.sh)\n"
 	"  --bwrap PATH            bubblewrap binary         (ORCHARD_BWRAP, default: bwrap in PATH)\n"
 	"  --sandbox-uid UID       host uid of sandboxes     (ORCHARD_SANDBOX_UID, default 65534;\n"
 	"  --sandbox-gid GID       host gid of sandboxes     (ORCHARD_SANDBOX_GID)  root only)\n"
@@ -42,6 +47,7 @@ static const char usage[] =
 
 enum {
 	OPT_DB = 1, OPT_STATE, OPT_AGENT, OPT_BWRAP, OPT_UID, OPT_GID, OPT_SWEEP, OPT_PIDS, OPT_HELP,
+	OPT_IMAGES, OPT_BUNDLE,
 };
 
 static const struct option options[] = {
@@ -53,6 +59,8 @@ static const struct option options[] = {
 	{ "sandbox-gid", required_argument, NULL, OPT_GID },
 	{ "sweep-interval-ms", required_argument, NULL, OPT_SWEEP },
 	{ "pids-max", required_argument, NULL, OPT_PIDS },
+	{ "image-dir", required_argument, NULL, OPT_IMAGES },
+	{ "agent-bundle", required_argument, NULL, OPT_BUNDLE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -149,6 +157,21 @@ static int check(struct ctl_config *cfg)
 			cfg->state_dir);
 		return ORC_EINVALID;
 	}
+	if ((err = make_absolute(&cfg->agent_bundle)) < 0)
+		return err;
+	if (!cfg->image_dir || !*cfg->image_dir) {
+		/* "images" beside the state dir: the rule orchard-admin follows. */
+		free(cfg->image_dir);
+		cfg->image_dir = orc_img_dir_default(cfg->state_dir);
+	}
+	if ((err = make_absolute(&cfg->image_dir)) < 0)
+		return err;
+	if (!orc_img_dir_valid(cfg->image_dir)) {
+		fprintf(stderr, "orchard-controller: image dir \"%s\" must be an absolute path of at most "
+			"%d bytes without ',' or ':' (it goes into overlayfs options)\n",
+			cfg->image_dir, ORC_IMG_DIR_MAX);
+		return ORC_EINVALID;
+	}
 	if (strcmp(cfg->driver, "local")) {
 		fprintf(stderr, "orchard-controller: driver \"%s\" is not supported (only \"local\")\n",
 			cfg->driver);
@@ -168,6 +191,8 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	set_str(&cfg->state_dir, getenv("ORCHARD_STATE_DIR"));
 	set_str(&cfg->agent_bin, getenv("ORCHARD_AGENT_BIN"));
 	set_str(&bwrap, getenv("ORCHARD_BWRAP"));
+	set_str(&cfg->image_dir, getenv("ORCHARD_IMAGE_DIR"));
+	set_str(&cfg->agent_bundle, getenv("ORCHARD_AGENT_BUNDLE"));
 	set_str(&cfg->driver, "local");
 	if ((v = getenv("ORCHARD_SANDBOX_UID")) && *v && (err = parse_id(&uid, "ORCHARD_SANDBOX_UID", v)) < 0)
 		goto done;
@@ -193,6 +218,8 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		case OPT_STATE: set_str(&cfg->state_dir, optarg); break;
 		case OPT_AGENT: set_str(&cfg->agent_bin, optarg); break;
 		case OPT_BWRAP: set_str(&bwrap, optarg); break;
+		case OPT_IMAGES: set_str(&cfg->image_dir, optarg); break;
+		case OPT_BUNDLE: set_str(&cfg->agent_bundle, optarg); break;
 		case OPT_UID:
 			if ((err = parse_id(&uid, "--sandbox-uid", optarg)) < 0)
 				goto done;
@@ -237,6 +264,10 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		free(cfg->agent_bin);
 		cfg->agent_bin = default_agent_bin();
 	}
+	if (!cfg->agent_bundle || !*cfg->agent_bundle) {
+		free(cfg->agent_bundle);
+		cfg->agent_bundle = xasprintf("%s.bundle", cfg->agent_bin);
+	}
 	cfg->bwrap_bin = find_in_path(bwrap && *bwrap ? bwrap : "bwrap");
 	cfg->timeout_bin = find_in_path("timeout");
 	cfg->sweep_interval_ms = sweep;
@@ -265,4 +296,6 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->bwrap_bin, NULL);
 	set_str(&cfg->timeout_bin, NULL);
 	set_str(&cfg->driver, NULL);
+	set_str(&cfg->image_dir, NULL);
+	set_str(&cfg->agent_bundle, NULL);
 }

@@ -25,6 +25,11 @@ struct ctl_config {
 	int64_t heartbeat_timeout_s; /* Orchard's rule: after one heartbeat, at most this
 				      * long without activity (180) */
 	int64_t pids_max;            /* ORCHARD_SANDBOX_PIDS_MAX: tasks per sandbox (1024) */
+	char *image_dir;         /* ORCHARD_IMAGE_DIR / --image-dir (default: "images"
+				  * beside the state dir); docs/images.md */
+	char *agent_bundle;      /* ORCHARD_AGENT_BUNDLE / --agent-bundle: the self-contained
+				  * agent (scripts/agent-bundle.sh) for imported images
+				  * (default: <agent-bin>.bundle) */
 };
 
 #define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }

@@ -9,6 +9,8 @@
  *     run/           sandbox uid, 0700: token (0600), agent.sock  -> /run/orchard
  *     workspace/     sandbox uid                                  -> /workspace
  *     tmp/           sandbox uid                                  -> /tmp
+ *     root/          an imported image's root: overlayfs (or a copy)  -> /
+ *     upper/, work/  the overlay's private writable layer (image.c)
  *
  * The sandbox is found again after a controller restart from the handle
  * (in the database row and in <id>/handle) and /proc; nothing is kept in
@@ -16,6 +18,7 @@
  */
 #include "cgroup.h"
 #include "driver.h"
+#include "image.h"
 #include "local.h"
 #include "local_driver.h"
 
@@ -453,6 +456,14 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 		return ORC_ERROR;
 	ctl_cgroups_tidy(&L(d)->cg);
 	local_remove_link(L(d), id);
+	{
+		/* An imported image's overlay, mounted on the host. */
+		char *dir = xasprintf("%s/%s", d->cfg->state_dir, id);
+		int uerr = ctl_image_layer_unmount(dir);
+		free(dir);
+		if (uerr < 0)
+			return uerr;
+	}
 	if (ctl_rmtree_at(L(d)->state_fd, id) < 0) {
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
@@ -480,10 +491,9 @@ static int check_request(struct ctl_driver *d, struct ctl_sandbox *sb)
 		return ORC_EINVALID;
 	}
 	if (strcmp(sb->image, "host")) {
-		sb->error = xasprintf("image \"%.100s\" is not available: only \"host\" is supported "
-				      "by the local driver yet (importing images is planned: "
-				      "orchard-admin image import)", sb->image);
-		return ORC_EINVALID;
+		int err = ctl_image_check(&sb->error, d->cfg, sb->image);
+		if (err < 0)
+			return err;
 	}
 	if (!local_direct_fits(d, sb->id) &&
 	    strlen(d->cfg->state_dir) + strlen("/" LINK_DIR "/") + LINK_KEY_LEN > max_path) {
@@ -528,13 +538,33 @@ done:
 	return err;
 }
 
+/* An imported image: the root with its private layer (image.c) and the
+ * bundled agent's command. */
+static int image_root(struct ctl_driver *d, struct ctl_sandbox *sb, const char *dir,
+		      struct ctl_strv *agent_cmd)
+{
+	int dfd, err;
+
+	if ((err = ctl_image_agent_cmd(agent_cmd, &sb->error, d->cfg)) < 0)
+		return err;
+	dfd = openat(L(d)->state_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		sb->error = xasprintf("cannot open the sandbox dir: %s", strerror(errno));
+		return ORC_ERROR;
+	}
+	err = ctl_image_layer_make(&sb->error, d->cfg, dfd, dir, sb->image);
+	close(dfd);
+	return err;
+}
+
 static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 {
 	struct ctl_strv argv = CTL_STRV_INIT, cgdirs = CTL_STRV_INIT, procs = CTL_STRV_INIT;
+	struct ctl_strv agent_cmd = CTL_STRV_INIT;
 	struct ctl_proc_id p;
 	struct ctl_spawn sp;
-	char handle[48], *why;
-	int logfd = -1, scfd = -1, err;
+	char handle[48], *why, *dir = NULL;
+	int logfd = -1, scfd = -1, err, imported = strcmp(sb->image, "host") != 0;
 	pid_t watchdog;
 
 	if ((err = check_request(d, sb)) < 0)
@@ -556,6 +586,9 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		sb->error = xstrdup("could not prepare the sandbox directory on the host");
 		goto fail;
 	}
+	dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
+	if (imported && (err = image_root(d, sb, dir, &agent_cmd)) < 0)
+		goto fail;
 	if (!local_direct_fits(d, sb->id) && (err = local_make_link(L(d), sb->id)) < 0) {
 		sb->error = xstrdup("could not create the agent socket's short link on the host");
 		goto fail;
@@ -572,14 +605,15 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		goto fail;
 	}
 	{
-		char *dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
+		char *root = imported ? xasprintf("%s/root", dir) : NULL;
 		struct ctl_bwrap_spec spec = {
 			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
 			sb->block_network, CTL_SPAWN_SECCOMP_FD, d->cfg->timeout_bin,
 			sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 1,
+			root, d->cfg->agent_bundle, &agent_cmd,
 		};
 		ctl_bwrap_argv(&argv, &spec);
-		free(dir);
+		free(root);
 	}
 	sp = (struct ctl_spawn){
 		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
@@ -631,6 +665,8 @@ done:
 	ctl_strv_release(&argv);
 	ctl_strv_release(&cgdirs);
 	ctl_strv_release(&procs);
+	ctl_strv_release(&agent_cmd);
+	free(dir);
 	return err;
 }
 

@@ -40,6 +40,12 @@ struct ctl_bwrap_spec {
 	int seccomp_fd;             /* fd number of the BPF filter in the child, or -1 */
 	const char *timeout_bin;    /* coreutils timeout: the watchdog */
 	int64_t hard_deadline_s;    /* kill the sandbox this long after launch (> 0) */
+	/* An imported image (image.h): root is bound as "/" (writable: the
+	 * sandbox's private layer) instead of the host layout, and the agent
+	 * is agent_cmd from the bundle dir agent_bundle. NULL for `host`. */
+	const char *root;
+	const char *agent_bundle;
+	const struct ctl_strv *agent_cmd;
 };
 
 /*

@@ -18,6 +18,7 @@ PACKAGES=(
 	# the local stack (scripts/stack.sh)
 	postgresql postgresql-client nginx openssl bubblewrap curl
 	iproute2 procps ca-certificates util-linux
+	umoci   # orchard-admin image import --oci (docs/images.md)
 	# tests
 	python3 python3-pytest python3-requests python3-yaml python3-jsonschema python3-kubernetes
 	git busybox-static patchelf

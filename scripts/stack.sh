@@ -437,9 +437,21 @@ controller_start() {
 	cp "$BIN/orchard-agent" "$VAR/bin/.orchard-agent.tmp"
 	chmod 0755 "$VAR/bin" "$VAR/bin/.orchard-agent.tmp"
 	mv -f "$VAR/bin/.orchard-agent.tmp" "$VAR/bin/orchard-agent"
+	# Sandboxes of imported images (which may have no libc) run the
+	# self-contained bundle; built beside it and swapped in whole.
+	rm -rf "$VAR/bin/.orchard-agent.bundle.tmp" "$VAR/bin/.orchard-agent.bundle.old"
+	ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent" "$REPO/scripts/agent-bundle.sh" \
+		"$VAR/bin/.orchard-agent.bundle.tmp" >/dev/null ||
+		die "could not build the agent bundle (scripts/agent-bundle.sh)"
+	[ ! -e "$VAR/bin/orchard-agent.bundle" ] ||
+		mv "$VAR/bin/orchard-agent.bundle" "$VAR/bin/.orchard-agent.bundle.old"
+	mv "$VAR/bin/.orchard-agent.bundle.tmp" "$VAR/bin/orchard-agent.bundle"
+	rm -rf "$VAR/bin/.orchard-agent.bundle.old"
+	mkdir -p "$VAR/images"
 	say "starting orchard-controller (sandboxes in $STATE)"
 	start_bg controller "$LOG/controller.log" env ORCHARD_DATABASE_URL="$DB_URL" \
 		ORCHARD_STATE_DIR="$STATE" ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent" \
+		ORCHARD_IMAGE_DIR="$VAR/images" ORCHARD_AGENT_BUNDLE="$VAR/bin/orchard-agent.bundle" \
 		ORCHARD_CONTROLLER_METRICS="$CTL_METRICS" "$BIN/orchard-controller"
 }
 
@@ -472,6 +484,7 @@ write_env() {
 		export ORCHARD_API_KEY=$key
 		export ORCHARD_CACERT=$TLS/ca.crt
 		export ORCHARD_DATABASE_URL='$DB_URL'
+		export ORCHARD_IMAGE_DIR=$VAR/images
 	EOF
 	# Where to scrape, not the setting (which would leak into stacks started
 	# from a shell that sourced this file).

@@ -56,11 +56,13 @@ int cmd_tenant(struct admin_ctx *ctx, int argc, char **argv);
 int cmd_key(struct admin_ctx *ctx, int argc, char **argv);
 int cmd_stats(struct admin_ctx *ctx, int argc, char **argv);
 int cmd_prune(struct admin_ctx *ctx, int argc, char **argv);
+int cmd_image(struct admin_ctx *ctx, int argc, char **argv);
 
 extern const char migrate_usage[];
 extern const char tenant_usage[];
 extern const char key_usage[];
 extern const char stats_usage[];
 extern const char prune_usage[];
+extern const char image_usage[];
 
 #endif

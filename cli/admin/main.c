@@ -24,6 +24,7 @@ static const char main_usage[] =
 	"  key create|list|revoke  manage API keys\n"
 	"  stats                 dashboard summaries (usage, latency, failures)\n"
 	"  prune                 delete what is left of long-deleted sandboxes\n"
+	"  image import|ls|rm    the local driver's images (docs/images.md)\n"
 	"  help [COMMAND]        show help for a command\n"
 	"\n"
 	"The database connection is --database-url, else $ORCHARD_DATABASE_URL\n"
@@ -38,6 +39,7 @@ static const struct admin_cmd commands[] = {
 	{ "key", cmd_key, "manage API keys", key_usage },
 	{ "stats", cmd_stats, "dashboard summaries", stats_usage },
 	{ "prune", cmd_prune, "retention: prune long-deleted sandboxes", prune_usage },
+	{ "image", cmd_image, "the local driver's images", image_usage },
 	{ "help", cmd_help, "show help", main_usage },
 };
 

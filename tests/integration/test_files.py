@@ -449,6 +449,10 @@ def test_other_tenant_gets_404_everywhere_and_changes_nothing(stack, admin, othe
 
 
 def test_not_ready_sandbox_is_409(stack, admin):
+    # Known to the api (so the create is accepted), never imported on disk:
+    # the sandbox never becomes ready.
+    stack.psql("INSERT INTO images (name, source, size_bytes) VALUES "
+               "('no-such-image-for-files', 'test', 0) ON CONFLICT DO NOTHING")
     r = admin.post(stack.url + "/v1/sandboxes", json={"image": "no-such-image-for-files"})
     assert r.status_code in (200, 201), r.text
     sid = r.json()["sandbox_id"]
