@@ -40,6 +40,7 @@ enum api_err {
 	API_EMETHOD = -101,     /* 405 */
 	API_ENOTREADY = -102,   /* 409: sandbox not ready */
 	API_EAGENT = -103,      /* 502: agent answered nonsense */
+	API_EAGAIN = -104,      /* internal, never replied: a job's turn has not come */
 };
 
 /* ---- request.c: one FastCGI request and everything it owns ------------- */
@@ -260,24 +261,36 @@ const char *api_sandbox_status(const char *state);
 
 int api_lanes_start(int workers);
 /*
- * Queue job_id behind the earlier jobs of sandbox_id. With sync set the
- * caller runs the job itself once its turn comes (api_lane_wait_turn);
- * otherwise a worker thread runs it.
+ * Queue job_id (seq: its jobs.seq) among this process's jobs of sandbox_id;
+ * it runs once every job of the sandbox accepted before it has ended, on
+ * any replica. With sync set the caller runs it itself (api_lane_run);
+ * otherwise a worker thread does.
  */
 struct api_lane_entry;
 int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id,
-		     const char *job_id, const char *request_id, int sync);
-/* 1: our turn, run it and call api_lane_done; 0: gave up at deadline_ms
- * (the job was handed to the workers instead). */
-int api_lane_wait_turn(struct api_lane_entry *e, int64_t deadline_ms);
-void api_lane_done(struct api_lane_entry *e);
+		     const char *job_id, int64_t seq, const char *request_id, int sync);
+/*
+ * Run a sync entry on this thread when its turn comes (its output streamed
+ * to sink, if not NULL). 1: it ran or never will (e is freed); 0: its turn
+ * had not come by deadline_ms, and the workers run it instead (e is theirs).
+ */
+int api_lane_run(struct api_lane_entry *e, int64_t deadline_ms, const struct api_job_sink *sink);
+/* A job of sandbox_id ended or the sandbox changed (notify.c): try its
+ * waiting jobs now. */
+void api_lanes_wake(const char *sandbox_id);
+/* The same for every sandbox (notifications may have been lost). */
+void api_lanes_wake_all(void);
 /* jobs.c: the tenant's job (the caller PQclear()s); ORC_ENOTFOUND. */
 int api_job_fetch(PGresult **out, int64_t tenant_id, const char *job_id);
 int api_job_finished(PGresult *res);
 /* Re-read the job until it finishes or deadline_ms passes; *out is the
  * last row read, finished or not. */
 int api_job_wait_until(PGresult **out, int64_t tenant_id, const char *job_id, int64_t deadline_ms);
-/* Run one accepted job: claim it, call the agent, store the result. */
+/*
+ * Run one accepted job: claim it, call the agent, store the result.
+ * API_EAGAIN (nothing done): its turn has not come, or the database is
+ * unavailable; try again after a wake-up (lanes.c).
+ */
 int api_job_run(const char *job_id, const char *request_id);
 /* The same, the output streamed to sink as it comes (job_stream.c). */
 int api_job_run_stream(const char *job_id, const char *request_id, const struct api_job_sink *sink);

@@ -2,8 +2,11 @@
  * POST /sandboxes/{id}/exec: accept a command as a job.
  *
  * The job row and its 'exec.accept' event are written in one statement,
- * only if the sandbox is the caller's and ready (pending or failed: 409).
- * The job then queues in the sandbox's lane (lanes.c):
+ * only if the sandbox is the caller's and ready (pending or failed: 409);
+ * the same statement numbers the job in its sandbox's acceptance order
+ * (jobs.seq from sandboxes.job_seq, sql/migrations/007_job_order.sql).
+ * The job then queues in the sandbox's lane (lanes.c) and starts when every
+ * job of the sandbox accepted before it has ended, on any replica:
  *   wait: false  -> {"job_id", "status": "queued"}; a worker runs it.
  *   wait: true   -> this thread runs it when its turn comes and answers with
  *                   the finished job; if its turn does not come within
@@ -126,12 +129,17 @@ static char *event_data(const struct exec_req *x)
 }
 
 /*
- * Insert the job if the sandbox is the caller's and ready. Returns 0,
- * ORC_ENOTFOUND, API_ENOTREADY (with the sandbox state in msg), or the
- * database error (ORC_ECONFLICT: the Idempotency-Key is taken).
+ * Insert the job if the sandbox is the caller's and ready; *seq_out gets
+ * its place in the sandbox's order. Returns 0, ORC_ENOTFOUND,
+ * API_ENOTREADY (with the sandbox state in msg), or the database error
+ * (ORC_ECONFLICT: the Idempotency-Key is taken).
+ *
+ * Incrementing sandboxes.job_seq locks the sandbox row until this statement
+ * commits, so jobs of one sandbox commit in seq order (job_run.c relies on
+ * it); a failed statement takes its number back.
  */
-static int insert_job(PGconn *db, struct api_req *r, const struct exec_req *x, const char *job_id,
-		      char *msg, size_t msglen)
+static int insert_job(int64_t *seq_out, PGconn *db, struct api_req *r, const struct exec_req *x,
+		      const char *job_id, char *msg, size_t msglen)
 {
 	char tenant[24], timeout[24], lease[24], *data = event_data(x);
 	const char *params[15];
@@ -162,16 +170,18 @@ static int insert_job(PGconn *db, struct api_req *r, const struct exec_req *x, c
 	err = orc_pg_query_bin(&res, db,
 		"WITH s AS (SELECT id, tenant_id, state, state_message FROM sandboxes"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted')),"
+		" n AS (UPDATE sandboxes SET job_seq = job_seq + 1 WHERE id = $1 AND tenant_id = $2"
+		" AND state = 'ready' RETURNING id, tenant_id, job_seq),"
 		" j AS (INSERT INTO jobs (id, sandbox_id, tenant_id, command, cwd, env, login_shell,"
-		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key)"
-		" SELECT $3, s.id, s.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
-		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12"
-		" FROM s WHERE s.state = 'ready' RETURNING id, sandbox_id,"
-		" tenant_id),"
+		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key, seq)"
+		" SELECT $3, n.id, n.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
+		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12, n.job_seq"
+		" FROM n RETURNING id, sandbox_id, tenant_id, seq),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id,"
 		" request_id) SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.accept', $13::jsonb,"
 		" $11::bigint, nullif($14, '') FROM j)"
-		" SELECT s.state, coalesce(s.state_message, ''), j.id IS NOT NULL FROM s LEFT JOIN j ON true",
+		" SELECT s.state, coalesce(s.state_message, ''), j.id IS NOT NULL, j.seq"
+		" FROM s LEFT JOIN j ON true",
 		15, params, lengths, formats);
 	free(data);
 	if (err < 0)
@@ -181,6 +191,8 @@ static int insert_job(PGconn *db, struct api_req *r, const struct exec_req *x, c
 	else if (strcmp(PQgetvalue(res, 0, 2), "t")) {
 		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
 		err = API_ENOTREADY;
+	} else if (orc_parse_i64(seq_out, PQgetvalue(res, 0, 3), 1, INT64_MAX) < 0) {
+		err = ORC_ERROR;
 	}
 	PQclear(res);
 	return err;
@@ -279,10 +291,7 @@ static int run_streaming(struct api_req *r, struct api_lane_entry *lane, const s
 	json_object_object_add(o, "type", json_object_new_string("job"));
 	json_object_object_add(o, "job_id", json_object_new_string(job_id));
 	stream_obj(r, o);
-	if (api_lane_wait_turn(lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000)) {
-		api_job_run_stream(job_id, r->request_id[0] ? r->request_id : NULL, &sink);
-		api_lane_done(lane);
-	}
+	api_lane_run(lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000, &sink);
 	o = json_object_new_object();
 	if (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1) {
 		json_object_object_add(o, "type", json_object_new_string("exit"));
@@ -304,6 +313,7 @@ int api_exec_post(struct api_req *r)
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	char msg[512], job_id[37];
+	int64_t seq = 0;
 	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
@@ -318,7 +328,7 @@ int api_exec_post(struct api_req *r)
 			goto replayed;
 	}
 	new_job_id(job_id);
-	err = insert_job(db, r, &x, job_id, msg, sizeof(msg));
+	err = insert_job(&seq, db, r, &x, job_id, msg, sizeof(msg));
 	if (err == ORC_ECONFLICT && x.idempotency_key) {
 		/* a concurrent retry with the same key inserted first */
 		err = replay(r, &x, &db);
@@ -340,7 +350,7 @@ int api_exec_post(struct api_req *r)
 		err = api_reply_error(r, err, "cannot accept the command");
 		goto done;
 	}
-	if ((err = api_lane_enqueue(&lane, r->id, job_id, r->request_id, x.wait)) < 0) {
+	if ((err = api_lane_enqueue(&lane, r->id, job_id, seq, r->request_id, x.wait)) < 0) {
 		api_job_abandon(job_id, "the server is overloaded; the job was not started");
 		err = api_reply_error(r, err, "too many jobs queued; retry later");
 		goto done;
@@ -353,10 +363,7 @@ int api_exec_post(struct api_req *r)
 		err = run_streaming(r, lane, &x, job_id);
 		goto done;
 	}
-	if (api_lane_wait_turn(lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000)) {
-		api_job_run(job_id, r->request_id[0] ? r->request_id : NULL);
-		api_lane_done(lane);
-	}
+	api_lane_run(lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000, NULL);
 	if ((err = api_job_fetch(&res, r->tenant_id, job_id)) < 0) {
 		err = api_reply_error(r, err, "cannot read job %s", job_id);
 		goto done;

@@ -2,7 +2,9 @@
  * POST /jobs/{id}/cancel.
  *
  *   queued   -> failed at once with error "cancelled" (it never runs: the
- *               runner claims only queued jobs).
+ *               runner claims only queued jobs). A job waiting for its
+ *               turn behind another job of its sandbox is queued too; the
+ *               jobs after it are woken (orchard_lane) and go on.
  *   running  -> the job is marked (cancel_requested_at) and the sandbox's
  *               agent is asked to kill it (POST /exec/cancel {"job_id"});
  *               the runner then stores the killed command's result with

@@ -1,10 +1,11 @@
 /*
  * Running one accepted job: claim it (queued -> running, only while the
- * sandbox is ready), call the agent's POST /exec with no database
- * connection held, store the outcome and its 'exec.finish' event in one
- * statement. Every outcome ends the job: an unreachable or misbehaving agent
- * is a failed job with the reason in "error" (the HTTP answer is still the
- * job object: that is the job's result, not the request's).
+ * sandbox is ready and every job of it accepted before has ended), call the
+ * agent's POST /exec with no database connection held, store the outcome
+ * and its 'exec.finish' event in one statement. Every outcome ends the job:
+ * an unreachable or misbehaving agent is a failed job with the reason in
+ * "error" (the HTTP answer is still the job object: that is the job's
+ * result, not the request's).
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,9 +22,10 @@
 #define OUTPUT_CAP (4u << 20)          /* bytes kept per stream */
 #define RESPONSE_MAX (64u << 20)       /* JSON-escaped output of both streams */
 #define AGENT_SLACK_S 10
-/* A claim or a result that meets an unavailable database (a restart, a
- * failover) is retried this long: given up, the row would stay queued or
- * running behind this live process's renewed lease for ever. */
+/* A result that meets an unavailable database (a restart, a failover) is
+ * retried this long: given up, the row would stay running behind this live
+ * process's renewed lease for ever. A claim that meets one is tried again
+ * by the lane (lanes.c) at its next wake-up or re-check. */
 #define DB_RETRY_MS (120 * 1000)
 #define DB_RETRY_PAUSE_US (250 * 1000)
 
@@ -104,36 +106,64 @@ void api_job_abandon(const char *job_id, const char *why)
 	orc_pg_pool_release(&api_server.db, db);
 }
 
-/* queued -> running while the sandbox is ready; *out has the agent's
- * address and token and the job's fields. ORC_ENOTFOUND when not claimed. */
+/*
+ * queued -> running while the sandbox is ready and the job's turn has come:
+ * no other job of its sandbox running, none accepted before it (smaller
+ * seq, sql/migrations/007_job_order.sql) still queued, whichever replica
+ * holds them. No lock is needed against a racing claim of another job of
+ * the sandbox: seq order is commit order, so a claim whose snapshot shows
+ * every earlier job ended cannot overlap any of them, and a later job's
+ * claim sees this one queued or running until it has ended. One statement
+ * also says why a job was not claimed.
+ *
+ * 0 with *out (the agent's address and token and the job's fields);
+ * API_EAGAIN: not its turn yet, or the database is unavailable; try again
+ * later. ORC_ENOTFOUND: it is no longer queued (cancelled, its runner
+ * reaped, run); API_ENOTREADY: its sandbox will not run it.
+ */
 static int claim(PGresult **out, const char *job_id)
 {
 	char lease[24];
 	const char *params[3] = { job_id, api_server.runner, lease };
 	PGresult *res = NULL;
 	PGconn *db = NULL;
+	const char *verdict;
 	int err;
 
 	snprintf(lease, sizeof(lease), "%d", LEASE_S);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return err;
+	if (orc_pg_pool_acquire(&api_server.db, &db) < 0)
+		return API_EAGAIN;
 	err = orc_pg_query(&res, db,
-		"UPDATE jobs j SET status = 'running', started_at = clock_timestamp(), runner = $2,"
-		" lease_until = now() + $3::int * interval '1 second'"
+		"WITH c AS (UPDATE jobs j SET status = 'running', started_at = clock_timestamp(),"
+		" runner = $2, lease_until = now() + $3::int * interval '1 second'"
 		" FROM sandboxes s WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id"
 		" AND s.state = 'ready' AND s.agent_address IS NOT NULL"
+		" AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = j.sandbox_id AND o.id <> j.id"
+		" AND (o.status = 'running' OR (o.status = 'queued' AND o.seq < j.seq)))"
 		" RETURNING s.agent_address, s.agent_token, j.command, j.cwd, j.env, j.login_shell,"
-		" j.stdin, j.timeout_seconds, s.env, s.workdir",
+		" j.stdin, j.timeout_seconds, s.env AS sandbox_env, s.workdir),"
+		" q AS (SELECT j.status, s.state, s.agent_address FROM jobs j"
+		" JOIN sandboxes s ON s.id = j.sandbox_id WHERE j.id = $1)"
+		" SELECT c.*, CASE WHEN c.agent_address IS NOT NULL THEN 'run'"
+		" WHEN q.status IS DISTINCT FROM 'queued' THEN 'gone'"
+		" WHEN q.state <> 'ready' OR q.agent_address IS NULL THEN 'unready' ELSE 'wait' END"
+		" FROM (SELECT 1) one LEFT JOIN q ON true LEFT JOIN c ON true",
 		3, params);
 	orc_pg_pool_release(&api_server.db, db);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
+	if (err < 0) {
+		if (err != ORC_EUNAVAIL)
+			orc_log(ORC_LOG_WARN, "cannot claim the job; trying again later", "job_id", job_id, NULL);
+		return API_EAGAIN;
 	}
-	*out = res;
-	return 0;
+	verdict = PQntuples(res) == 1 ? PQgetvalue(res, 0, 10) : "gone";
+	if (!strcmp(verdict, "run")) {
+		*out = res;
+		return 0;
+	}
+	err = !strcmp(verdict, "wait") ? API_EAGAIN : !strcmp(verdict, "unready") ? API_ENOTREADY :
+		ORC_ENOTFOUND;
+	PQclear(res);
+	return err;
 }
 
 static char *agent_body(PGresult *job, const char *job_id, int64_t timeout, int stream)
@@ -301,11 +331,8 @@ static int run(const char *job_id, const char *request_id, const struct api_job_
 
 	memset(&o, 0, sizeof(o));
 	o.status = "failed";
-	since = orc_mono_ms();
-	while ((err = claim(&job, job_id)) == ORC_EUNAVAIL && orc_mono_ms() - since < DB_RETRY_MS)
-		usleep(DB_RETRY_PAUSE_US);
-	if (err < 0) {
-		if (err == ORC_ENOTFOUND)
+	if ((err = claim(&job, job_id)) < 0) {
+		if (err == API_ENOTREADY)
 			api_job_abandon(job_id, "the sandbox is not ready (it failed or is being deleted)");
 		return err;
 	}

@@ -1,13 +1,26 @@
 /*
- * Per-sandbox lanes: jobs of one sandbox start in the order this process
- * accepted them and never overlap. Each sandbox with work has a lane, a FIFO
- * of entries; only its head runs. A synchronous exec (wait: true) runs its
- * job on its own request thread when its turn comes; an asynchronous one is
- * run by a worker thread. A synchronous caller that gives up waiting for its
- * turn hands the entry to the workers, so the job still runs exactly once.
+ * Per-sandbox lanes: this process's jobs of a sandbox, tried one at a time
+ * in acceptance order, each run once its turn has come across all replicas.
  *
- * Scope: one api process. Ordering across replicas is later work (issue 4);
- * the agent serializes exec calls too.
+ * The order itself lives in the database (sql/migrations/007_job_order.sql):
+ * every job has a per-sandbox seq, and a job is claimed only when no job of
+ * its sandbox is running and none with a smaller seq is queued (job_run.c),
+ * whichever replica accepted it. A lane is one process's share of that
+ * order: its entries sorted by seq, the lowest one tried, never two at once.
+ *
+ * A try that finds an earlier job still open (on another replica) holds no
+ * thread: the lane parks until a job of the sandbox ends anywhere (the
+ * orchard_lane notification) or the sandbox changes state (orchard_sandbox;
+ * notify.c calls api_lanes_wake), and at the latest RECHECK_MS later, so a
+ * lost notification costs latency, never a hang. Wake-ups that arrive while
+ * a try is under way are counted and the try is repeated instead of parked:
+ * interest is registered before the check, so none is missed.
+ *
+ * An asynchronous job is tried by a worker thread; a synchronous one (wait:
+ * true) by its request thread. A synchronous caller that gives up waiting
+ * hands its entry to the workers; the job still runs exactly once, since
+ * only a claim (queued -> running, in the database) runs it, and an entry is
+ * tried by one thread at a time.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,25 +35,29 @@
 
 #define LANE_BUCKETS 1024
 #define QUEUE_MAX 10000   /* accepted-but-not-started jobs in this process */
+#define RECHECK_MS 5000   /* parked lanes are tried again this often */
 
 struct lane;
 
 struct api_lane_entry {
-	struct api_lane_entry *next;      /* in the lane */
+	struct api_lane_entry *next;      /* in the lane, by seq */
 	struct api_lane_entry *run_next;  /* in the worker queue */
 	struct lane *lane;
+	int64_t seq;
 	char job_id[64];
 	char request_id[129];
-	int sync;                         /* the request thread runs it */
-	int turn;                         /* dispatched */
+	int sync;                         /* the request thread tries it */
+	int turn;                         /* sync: a try is due */
 	pthread_cond_t cond;
 };
 
 struct lane {
 	struct lane *hnext;
 	char sandbox_id[API_MAX_ID + 1];
-	struct api_lane_entry *head, *tail;
-	int busy;
+	struct api_lane_entry *head;      /* sorted by seq */
+	struct api_lane_entry *trying;    /* dispatched, not yet back */
+	uint64_t wakes;                   /* wake-ups and arrivals so far */
+	uint64_t seen;                    /* wakes when the current try began */
 };
 
 static struct {
@@ -49,7 +66,8 @@ static struct {
 	struct lane *buckets[LANE_BUCKETS];
 	struct api_lane_entry *run_head, *run_tail;
 	int queued;
-} L = { .lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER };
+	int64_t next_sweep;               /* orc_mono_ms of the next re-check */
+} L = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static unsigned hash(const char *s)
 {
@@ -58,6 +76,22 @@ static unsigned hash(const char *s)
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 16777619u;
 	return h % LANE_BUCKETS;
+}
+
+static void cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void mono_timespec(struct timespec *ts, int64_t ms)
+{
+	ts->tv_sec = ms / 1000;
+	ts->tv_nsec = (ms % 1000) * 1000000L;
 }
 
 static struct lane *lane_get(const char *sandbox_id, int create)
@@ -87,16 +121,17 @@ static void lane_drop(struct lane *l)
 	free(l);
 }
 
-/* Start the lane's head if nothing of the lane runs. Locked. */
+/* Try the lane's lowest entry unless one is being tried. Locked. */
 static void lane_dispatch(struct lane *l)
 {
 	struct api_lane_entry *e = l->head;
 
-	if (l->busy || !e)
+	if (l->trying || !e)
 		return;
-	l->busy = 1;
-	e->turn = 1;
+	l->trying = e;
+	l->seen = l->wakes;
 	if (e->sync) {
+		e->turn = 1;
 		pthread_cond_signal(&e->cond);
 		return;
 	}
@@ -109,11 +144,64 @@ static void lane_dispatch(struct lane *l)
 	pthread_cond_signal(&L.work);
 }
 
-int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const char *job_id,
-		     const char *request_id, int sync)
+static void lane_wake(struct lane *l)
 {
-	struct api_lane_entry *e;
-	pthread_condattr_t ca;
+	l->wakes++;
+	lane_dispatch(l);
+}
+
+/*
+ * A try of e came back. done: the job ran or can never run (e leaves the
+ * lane; the caller frees it); otherwise its turn had not come, and the lane
+ * parks unless a wake-up arrived during the try. Locked.
+ */
+static void lane_try_end(struct api_lane_entry *e, int done)
+{
+	struct lane *l = e->lane;
+	struct api_lane_entry **p;
+
+	l->trying = NULL;
+	if (!done) {
+		if (l->wakes != l->seen)
+			lane_dispatch(l);
+		return;
+	}
+	for (p = &l->head; *p && *p != e; p = &(*p)->next)
+		;
+	if (*p)
+		*p = e->next;
+	L.queued--;
+	if (l->head)
+		lane_dispatch(l);
+	else
+		lane_drop(l);
+}
+
+/* The safety re-check: try every parked lane again. Locked. */
+static void sweep_if_due(void)
+{
+	int64_t now = orc_mono_ms();
+	struct lane *l;
+	int i;
+
+	if (now < L.next_sweep)
+		return;
+	L.next_sweep = now + RECHECK_MS;
+	for (i = 0; i < LANE_BUCKETS; i++)
+		for (l = L.buckets[i]; l; l = l->hnext)
+			lane_wake(l);
+}
+
+static void entry_free(struct api_lane_entry *e)
+{
+	pthread_cond_destroy(&e->cond);
+	free(e);
+}
+
+int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const char *job_id,
+		     int64_t seq, const char *request_id, int sync)
+{
+	struct api_lane_entry *e, **p;
 	struct lane *l;
 
 	pthread_mutex_lock(&L.lock);
@@ -124,75 +212,112 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const 
 	e = xcalloc(1, sizeof(*e));
 	snprintf(e->job_id, sizeof(e->job_id), "%s", job_id);
 	snprintf(e->request_id, sizeof(e->request_id), "%s", request_id ? request_id : "");
+	e->seq = seq;
 	e->sync = sync;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_mono(&e->cond);
 	l = lane_get(sandbox_id, 1);
 	e->lane = l;
-	if (l->tail)
-		l->tail->next = e;
-	else
-		l->head = e;
-	l->tail = e;
+	/* Usually the tail; an earlier job accepted by a racing request
+	 * thread of this process may arrive after a later one. */
+	for (p = &l->head; *p && (*p)->seq <= seq; p = &(*p)->next)
+		;
+	e->next = *p;
+	*p = e;
 	L.queued++;
-	lane_dispatch(l);
+	lane_wake(l);
 	pthread_mutex_unlock(&L.lock);
 	*out = e;
 	return 0;
 }
 
-int api_lane_wait_turn(struct api_lane_entry *e, int64_t deadline_ms)
+static int try_run(struct api_lane_entry *e, const struct api_job_sink *sink)
 {
-	struct timespec ts = { deadline_ms / 1000, (deadline_ms % 1000) * 1000000L };
-	int turn;
+	const char *rid = e->request_id[0] ? e->request_id : NULL;
 
-	pthread_mutex_lock(&L.lock);
-	while (!e->turn && orc_mono_ms() < deadline_ms)
-		pthread_cond_timedwait(&e->cond, &L.lock, &ts);
-	turn = e->turn;
-	if (!turn)
-		e->sync = 0; /* a worker runs it when its turn comes; e is theirs now */
-	pthread_mutex_unlock(&L.lock);
-	return turn;
+	return sink ? api_job_run_stream(e->job_id, rid, sink) : api_job_run(e->job_id, rid);
 }
 
-void api_lane_done(struct api_lane_entry *e)
+int api_lane_run(struct api_lane_entry *e, int64_t deadline_ms, const struct api_job_sink *sink)
 {
-	struct lane *l = e->lane;
+	struct timespec ts;
+	int64_t until;
+	int done;
 
 	pthread_mutex_lock(&L.lock);
-	l->head = e->next;
-	if (!l->head)
-		l->tail = NULL;
-	l->busy = 0;
-	L.queued--;
-	if (l->head)
-		lane_dispatch(l);
-	else
-		lane_drop(l);
+	for (;;) {
+		while (!e->turn && orc_mono_ms() < deadline_ms) {
+			sweep_if_due();
+			if (e->turn)
+				break;
+			until = L.next_sweep < deadline_ms ? L.next_sweep : deadline_ms;
+			mono_timespec(&ts, until);
+			pthread_cond_timedwait(&e->cond, &L.lock, &ts);
+		}
+		if (!e->turn) {
+			/* not being tried: the next dispatch goes to a worker, and
+			 * e is theirs now */
+			e->sync = 0;
+			pthread_mutex_unlock(&L.lock);
+			return 0;
+		}
+		e->turn = 0;
+		pthread_mutex_unlock(&L.lock);
+		done = try_run(e, sink) != API_EAGAIN;
+		pthread_mutex_lock(&L.lock);
+		lane_try_end(e, done);
+		if (done)
+			break;
+	}
 	pthread_mutex_unlock(&L.lock);
-	pthread_cond_destroy(&e->cond);
-	free(e);
+	entry_free(e);
+	return 1;
+}
+
+void api_lanes_wake(const char *sandbox_id)
+{
+	struct lane *l;
+
+	pthread_mutex_lock(&L.lock);
+	if ((l = lane_get(sandbox_id, 0)))
+		lane_wake(l);
+	pthread_mutex_unlock(&L.lock);
+}
+
+void api_lanes_wake_all(void)
+{
+	pthread_mutex_lock(&L.lock);
+	L.next_sweep = 0;
+	sweep_if_due();
+	pthread_mutex_unlock(&L.lock);
 }
 
 static void *worker_main(void *arg)
 {
 	struct api_lane_entry *e;
+	struct timespec ts;
+	int done;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&L.lock);
-		while (!L.run_head)
-			pthread_cond_wait(&L.work, &L.lock);
+		for (;;) {
+			sweep_if_due();
+			if (L.run_head)
+				break;
+			mono_timespec(&ts, L.next_sweep);
+			pthread_cond_timedwait(&L.work, &L.lock, &ts);
+		}
 		e = L.run_head;
 		L.run_head = e->run_next;
 		if (!L.run_head)
 			L.run_tail = NULL;
 		pthread_mutex_unlock(&L.lock);
-		api_job_run(e->job_id, e->request_id[0] ? e->request_id : NULL);
-		api_lane_done(e);
+		done = try_run(e, NULL) != API_EAGAIN;
+		pthread_mutex_lock(&L.lock);
+		lane_try_end(e, done);
+		pthread_mutex_unlock(&L.lock);
+		if (done)
+			entry_free(e);
 	}
 	return NULL;
 }
@@ -201,6 +326,7 @@ int api_lanes_start(int workers)
 {
 	int i, rc;
 
+	cond_init_mono(&L.work);
 	for (i = 0; i < workers; i++) {
 		pthread_t t;
 		if ((rc = pthread_create(&t, NULL, worker_main, NULL)) != 0) {

@@ -8,7 +8,9 @@
  * LEASE_RENEW_S seconds, and (at startup and every LEASE_REAP_S seconds)
  * fails the open jobs of any runner whose lease has expired: that runner
  * died, and the command may or may not have run, so the job is never run
- * again (DESIGN.md §6.3) but marked failed with RUNNER_DIED_ERROR.
+ * again (DESIGN.md §6.3) but marked failed with RUNNER_DIED_ERROR. Like
+ * every end of a job, that notifies orchard_lane (007_job_order.sql), so
+ * the next job of the sandbox, waiting on a live replica, starts at once.
  *
  * A job that is reaped while its runner was in fact only slow (the database
  * unreachable for longer than the lease) stays failed: the runner's result

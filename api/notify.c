@@ -1,13 +1,16 @@
 /*
  * LISTEN/NOTIFY: one thread with its own connection listens on
- * orchard_sandbox, orchard_job and orchard_key and turns notifications into
- * wake-ups of waiting request threads.
+ * orchard_sandbox, orchard_job, orchard_key and orchard_lane and turns
+ * notifications into wake-ups of waiting request threads, and of the jobs
+ * waiting for their turn in a sandbox's lane (lanes.c: orchard_lane when a
+ * job of the sandbox ended, orchard_sandbox when the sandbox changed).
  *
  * Waiters do not trust payloads: a notification only bumps the generation of
  * a bucket (hash of the row id), and a waiter whose bucket moved re-reads its
  * row. Waits are bounded and also re-check every few seconds, so a lost
  * notification (the listener reconnecting) costs latency, never a hang. When
- * the listener (re)connects, the epoch moves and every waiter re-reads.
+ * the listener (re)connects, the epoch moves, every waiter re-reads and
+ * every lane tries its next job again.
  */
 #include <errno.h>
 #include <poll.h>
@@ -34,7 +37,9 @@ static struct {
 	char *conninfo;
 } N = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static const char *const channels[] = { "orchard_sandbox", "orchard_job", "orchard_key" };
+static const char *const channels[] = {
+	"orchard_sandbox", "orchard_job", "orchard_key", "orchard_lane",
+};
 
 static unsigned bucket_of(const char *id)
 {
@@ -102,6 +107,7 @@ static void bump_epoch(void)
 	N.key_gen++;
 	pthread_cond_broadcast(&N.cond);
 	pthread_mutex_unlock(&N.lock);
+	api_lanes_wake_all();
 }
 
 uint64_t api_notify_key_gen(void)
@@ -123,6 +129,9 @@ static void handle(PGnotify *n)
 		api_auth_evict(n->extra);
 	} else if (!strcmp(n->relname, "orchard_sandbox")) {
 		api_notify_local(API_CHAN_SANDBOX, n->extra);
+		api_lanes_wake(n->extra);   /* a job waiting in a failed sandbox ends */
+	} else if (!strcmp(n->relname, "orchard_lane")) {
+		api_lanes_wake(n->extra);
 	} else if (!strcmp(n->relname, "orchard_job")) {
 		api_notify_local(API_CHAN_JOB, n->extra);
 	}

@@ -117,3 +117,182 @@ def test_b_answers_for_the_tenant_only(stack, other, sandbox, replica_b):
     b.key, b.tenant, b.role = row
     status, body = b.request("GET", "/v1/sandboxes/%s" % sandbox)
     assert status == 404 and body["code"] == "not_found", body
+
+
+# ---- jobs of one sandbox in acceptance order across replicas (issue 4 §3) ----
+
+def log_command(log, n, pause="0.2"):
+    """A job that brackets a pause with its number: overlap or reordering shows in the log."""
+    return "echo start %d >> %s; sleep %s; echo end %d >> %s" % (n, log, pause, n, log)
+
+
+def bracketed(numbers):
+    return [line for n in numbers for line in ("start %d" % n, "end %d" % n)]
+
+
+def submit(stack, admin, b, replica, sandbox, command, wait=False, **fields):
+    """POST exec through replica "a" (nginx) or "b" (its socket): (status, body)."""
+    body = dict(fields, command=command, wait=wait)
+    if replica == "a":
+        r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sandbox), json=body)
+        return r.status_code, r.json()
+    return b.request("POST", "/v1/sandboxes/%s/exec" % sandbox, body)
+
+
+def wait_job(stack, admin, job_id):
+    r = admin.get("%s/v1/jobs/%s/wait" % (stack.url, job_id), params={"timeout": 60})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def read_log(stack, admin, sandbox, log):
+    r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sandbox),
+                   json={"command": "cat %s" % log, "wait": True})
+    assert r.status_code == 200 and r.json()["status"] == "succeeded", r.text
+    return r.json()["stdout"].splitlines()
+
+
+def new_log():
+    return "/workspace/order-%s.log" % os.urandom(4).hex()
+
+
+def test_async_jobs_run_in_acceptance_order_across_replicas(stack, admin, sandbox, replica_b):
+    """12 jobs accepted one after another, in runs of two per replica: each
+    starts after the one accepted before it ended (a per-process order would
+    let a replica's second job run before the other replica's first)."""
+    b, log = Replica(stack, replica_b), new_log()
+    jobs = []
+    for n, replica in enumerate(["a", "a", "b", "b"] * 3, 1):
+        status, job = submit(stack, admin, b, replica, sandbox, log_command(log, n))
+        assert status == 200 and job["status"] == "queued", (status, job)
+        jobs.append(job["job_id"])
+    done = [wait_job(stack, admin, j) for j in jobs]
+    assert [d["status"] for d in done] == ["succeeded"] * 12, done
+    assert read_log(stack, admin, sandbox, log) == bracketed(range(1, 13))
+    starts = [d["started_at"] for d in done]
+    assert starts == sorted(starts), starts
+    # both replicas ran some of them
+    assert len({runner_of(stack, j) for j in jobs}) == 2
+
+
+def accepted(stack, sandbox, command):
+    return stack.scalar("SELECT count(*) FROM jobs WHERE sandbox_id = '%s' AND command #>> '{}' = '%s'"
+                        % (sandbox, command)) == "1"
+
+
+def test_sync_and_async_jobs_share_one_order_across_replicas(stack, admin, sandbox, replica_b):
+    """wait: true callers on either replica take their turn among the
+    asynchronous jobs and answer with their own finished job."""
+    import threading
+
+    b, log = Replica(stack, replica_b), new_log()
+    plan = [("a", False), ("b", True), ("b", False), ("a", True), ("a", False), ("b", True),
+            ("b", False), ("a", False)]
+    async_jobs, sync_answers, threads = [], {}, []
+    for n, (replica, wait) in enumerate(plan, 1):
+        command = log_command(log, n)
+        if not wait:
+            status, job = submit(stack, admin, b, replica, sandbox, command)
+            assert status == 200, job
+            async_jobs.append(job["job_id"])
+            continue
+
+        def call(n=n, replica=replica, command=command):
+            sync_answers[n] = submit(stack, admin, b, replica, sandbox, command, wait=True)
+        t = threading.Thread(target=call)
+        t.start()
+        threads.append(t)
+        # the next job is accepted only after this one
+        stack.wait_for(lambda: accepted(stack, sandbox, command), what="job %d accepted" % n)
+    for t in threads:
+        t.join(90)
+    for j in async_jobs:
+        assert wait_job(stack, admin, j)["status"] == "succeeded"
+    for n, (status, job) in sync_answers.items():
+        assert status == 200 and job["status"] == "succeeded", (n, status, job)
+        assert job["stdout"] == "" and job["exit_code"] == 0, job
+    assert sorted(sync_answers) == [2, 4, 6]
+    assert read_log(stack, admin, sandbox, log) == bracketed(range(1, len(plan) + 1))
+
+
+def test_cancelled_waiting_job_does_not_block_the_rest(stack, admin, sandbox, replica_b):
+    """A job waiting for its turn behind another replica's job is cancelled
+    at once (it never starts), and the jobs after it still run in order."""
+    b, log = Replica(stack, replica_b), new_log()
+    jobs = []
+    for n, replica in enumerate(["a", "b", "a", "b"], 1):
+        status, job = submit(stack, admin, b, replica, sandbox, log_command(log, n, "1" if n == 1 else "0.2"))
+        assert status == 200, job
+        jobs.append(job["job_id"])
+    status, job = b.request("POST", "/v1/jobs/%s/cancel" % jobs[1])
+    assert status == 200, job
+    assert job["status"] == "failed" and job["error"] == "cancelled" and job["started_at"] is None, job
+    done = [wait_job(stack, admin, j) for j in (jobs[0], jobs[2], jobs[3])]
+    assert [d["status"] for d in done] == ["succeeded"] * 3, done
+    assert read_log(stack, admin, sandbox, log) == bracketed([1, 3, 4])
+
+
+def test_queued_job_of_a_dead_replica_fails_and_the_next_proceeds(stack, admin, sandbox, replica_b):
+    """A queued job whose runner died (its lease ran out) is failed by the
+    reaper of a live replica; the job accepted after it then runs."""
+    b, dead = Replica(stack, replica_b), "dead-%s" % os.urandom(6).hex()
+    stack.psql(
+        "WITH n AS (UPDATE sandboxes SET job_seq = job_seq + 1 WHERE id = '%s'"
+        " RETURNING id, tenant_id, job_seq)"
+        " INSERT INTO jobs (id, sandbox_id, tenant_id, command, runner, lease_until, seq)"
+        " SELECT '%s', n.id, n.tenant_id, '\"true\"', 'gone-host:1:1', now() - interval '1 second',"
+        " n.job_seq FROM n" % (sandbox, dead))
+    status, job = submit(stack, admin, b, "b", sandbox, "echo after-the-dead-one", wait=True)
+    assert status == 200 and job["status"] == "succeeded", job
+    assert job["stdout"] == "after-the-dead-one\n"
+    row = stack.psql("SELECT status, error, completed_at <= (SELECT started_at FROM jobs WHERE id = '%s')"
+                     " FROM jobs WHERE id = '%s'" % (job["job_id"], dead))[0]
+    assert row == ["failed", "runner died: job was not completed", "t"], row
+
+
+def test_streamed_exec_waits_for_the_other_replicas_job(stack, admin, sandbox, replica_b):
+    b, log = Replica(stack, replica_b), new_log()
+    status, first = submit(stack, admin, b, "b", sandbox, log_command(log, 1, "1"))
+    assert status == 200, first
+    r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sandbox),
+                   json={"command": log_command(log, 2) + "; echo streamed", "stream": True})
+    assert r.status_code == 200, r.text
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    assert lines[0]["type"] == "job" and lines[-1]["type"] == "exit", lines
+    assert lines[-1]["job"]["status"] == "succeeded" and lines[-1]["job"]["stdout"] == "streamed\n", lines
+    assert wait_job(stack, admin, first["job_id"])["status"] == "succeeded"
+    assert read_log(stack, admin, sandbox, log) == bracketed([1, 2])
+
+
+def test_sync_caller_that_gives_up_hands_its_job_over_and_it_runs_once(stack, admin, sandbox,
+                                                                        replica_b):
+    """wait: true gives up after timeout_seconds + 30 s without its turn (an
+    earlier job still runs on the other replica): the answer is the queued
+    job, which a worker of that replica runs once, after the earlier one."""
+    b, log = Replica(stack, replica_b), new_log()
+    status, first = submit(stack, admin, b, "a", sandbox,
+                           "echo start 1 >> %s; sleep 36; echo end 1 >> %s" % (log, log))
+    assert status == 200, first
+    status, job = submit(stack, admin, b, "b", sandbox, "echo ran 2 >> %s" % log, wait=True,
+                         timeout_seconds=1)
+    assert status == 200 and job["status"] == "queued" and job["started_at"] is None, job
+    assert wait_job(stack, admin, job["job_id"])["status"] == "succeeded"
+    assert read_log(stack, admin, sandbox, log) == ["start 1", "end 1", "ran 2"]
+    assert runner_of(stack, job["job_id"]) != runner_of(stack, first["job_id"])
+
+
+def test_jobs_waiting_in_a_deleted_sandbox_fail_without_starting(stack, admin, replica_b):
+    b = Replica(stack, replica_b)
+    r = admin.post(stack.url + "/v1/sandboxes", json={"image": "host"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    stack.wait_ready(admin, sid)
+    status, first = submit(stack, admin, b, "a", sid, "sleep 20")
+    assert status == 200, first
+    status, waiting = submit(stack, admin, b, "b", sid, "echo never")
+    assert status == 200, waiting
+    assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid)).status_code in (200, 202, 204)
+    done = wait_job(stack, admin, waiting["job_id"])
+    assert done["status"] == "failed" and done["started_at"] is None, done
+    assert "not ready" in done["error"], done
+    assert wait_job(stack, admin, first["job_id"])["status"] == "failed"
