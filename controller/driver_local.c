@@ -37,6 +37,7 @@
 #include "buf.h"
 #include "err.h"
 #include "log.h"
+#include "rmtree.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -464,7 +465,7 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 		if (uerr < 0)
 			return uerr;
 	}
-	if (ctl_rmtree_at(L(d)->state_fd, id) < 0) {
+	if (orc_tree_remove_at(L(d)->state_fd, id) < 0) {
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
 	}

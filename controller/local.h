@@ -121,15 +121,6 @@ int ctl_seccomp_build(int *out);
  * launch: bwrap reads it to the end), or -1. */
 int ctl_seccomp_open(int filter_fd);
 
-/* ---- rmtree.c --------------------------------------------------------- */
-
-/*
- * Remove parent_fd/name and everything under it without following a
- * symlink or crossing onto another filesystem (a sandbox controls what is
- * inside). ENOENT counts as success.
- */
-int ctl_rmtree_at(int parent_fd, const char *name);
-
 /* ---- local_ready.c ---------------------------------------------------- */
 
 struct local;

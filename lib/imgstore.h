@@ -55,7 +55,5 @@ int orc_tree_copy(struct orc_tree_stats *st, int src_fd, int dst_fd, int64_t uid
  * sizes into st. 0, or ORC_ERROR with st->err set. */
 int orc_tree_chown(struct orc_tree_stats *st, int fd, uid_t uid, gid_t gid);
 
-/* Remove parent_fd/name and everything below it without following symlinks
- * or entering another filesystem. ENOENT counts as success. */
-int orc_tree_remove_at(int parent_fd, const char *name);
+/* Removing a tree: rmtree.h. */
 #endif

@@ -6,7 +6,8 @@
  * under its name in one step: inside the transaction that inserts its
  * `images` row, the directory is renamed into place (RENAME_NOREPLACE),
  * then the row commits. A crash leaves at most a .tmp- directory, never a
- * half image under its name.
+ * half image under its name; the next import or rm sweeps it
+ * (image_sweep.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 #include "image.h"
 #include "io.h"
 #include "json.h"
+#include "rmtree.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -301,6 +303,7 @@ static int image_import(struct admin_ctx *ctx, int argc, char **argv)
 		return ADMIN_FAIL;
 	if (admin_connect(ctx) < 0)
 		goto done;
+	img_sweep(ctx, store_fd, store);
 	/* Fail before a long copy when the name is taken. */
 	params[0] = name;
 	if (admin_query(&res, ctx, "SELECT 1 FROM images WHERE name = $1", 1, params) < 0) {
@@ -410,6 +413,7 @@ static int image_rm(struct admin_ctx *ctx, int argc, char **argv)
 		return ADMIN_FAIL;
 	if (admin_connect(ctx) < 0)
 		goto done;
+	img_sweep(ctx, store_fd, store);
 	params[0] = name;
 	/* The row lock makes two rm's (or an rm and an import) take turns. */
 	if (admin_query(NULL, ctx, "BEGIN", 0, NULL) < 0 ||

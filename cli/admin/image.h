@@ -1,6 +1,7 @@
 #ifndef ADMIN_IMAGE_H
 #define ADMIN_IMAGE_H
 #include "imgstore.h"
+struct admin_ctx;
 /*
  * orchard-admin image: the store's bookkeeping (image.c) and the ways a
  * rootfs is filled from a source (image_import.c). docs/images.md.
@@ -20,4 +21,8 @@ int img_fill_tar(struct orc_tree_stats *st, const char *rootfs_dir, const char *
 int img_fill_oci(const char *rootfs_dir, const char *layout_ref);
 /* --docker REF: skopeo copy docker://REF into tmp_dir/oci, then as --oci. */
 int img_fill_docker(const char *tmp_dir, const char *rootfs_dir, const char *ref);
+
+/* Leftovers of a dead import or rm (image_sweep.c): removed, or an image an
+ * uncommitted rm renamed aside put back. Needs ctx connected. */
+void img_sweep(struct admin_ctx *ctx, int store_fd, const char *store);
 #endif

@@ -17,7 +17,7 @@ import tarfile
 
 import pytest
 
-from stack import BIN, REPO
+from stack import BIN
 
 BUSYBOX_APPLETS = ("sh", "ls", "cat", "echo", "test", "mkdir", "rm", "true", "id", "stat", "touch")
 MARKER = "original marker\n"
@@ -67,11 +67,9 @@ def make_rootfs(path):
 def env(stack, tmp_path_factory):
     if not static_busybox():
         pytest.skip("no static busybox: apt-get install busybox-static")
-    # The controller's default bundle: <agent-bin>.bundle
-    agent = os.path.join(stack.var, "bin", "orchard-agent")
-    r = subprocess.run([os.path.join(REPO, "scripts", "agent-bundle.sh"), agent + ".bundle"],
-                       env=dict(os.environ, ORCHARD_AGENT_BIN=agent), capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    # stack.sh built the controller's default bundle, <agent-bin>.bundle
+    bundle = os.path.join(stack.var, "bin", "orchard-agent.bundle")
+    assert os.path.isfile(os.path.join(bundle, "command")), os.listdir(os.path.dirname(bundle))
     return make_rootfs(str(tmp_path_factory.mktemp("bbroot") / "root"))
 
 
@@ -308,3 +306,42 @@ def test_orphan_layer_is_unmounted_and_removed(stack, admin, env):
     stack.wait_for(lambda: not os.path.exists(d), timeout=30, what="orphan %s removed" % sid)
     assert os.path.join(d, "root") not in mounts_under(state_dir(stack))
     img(stack, "rm", "bborphan")
+
+
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_leftovers_of_dead_imports_and_rms_are_swept(stack, env):
+    """What an import or rm killed halfway leaves is cleaned by the next
+    import or rm: an unpublished .tmp- dir is removed, an image an
+    uncommitted rm renamed aside is put back, a committed rm's dir removed;
+    a live process's dir is left alone."""
+    store = image_dir(stack)
+    img(stack, "import", "bbswept", "--dir", env)
+    gone = dead_pid()
+    tmp = os.path.join(store, ".bbhalf.tmp-%d" % gone)
+    os.makedirs(os.path.join(tmp, "rootfs"))
+    # an rm that renamed bbswept aside and died before its COMMIT: row kept
+    aside = os.path.join(store, ".bbswept.rm-%d" % gone)
+    os.rename(os.path.join(store, "bbswept"), aside)
+    # an rm that committed (no row) and died before deleting the tree
+    committed = os.path.join(store, ".bbdone.rm-%d" % gone)
+    os.makedirs(os.path.join(committed, "rootfs", "etc"))
+    live = os.path.join(store, ".bblive.tmp-%d" % os.getpid())
+    os.makedirs(live)
+    try:
+        r = img(stack, "import", "bbnext", "--dir", env)
+        assert "interrupted" in r.stderr, r.stderr
+        assert not os.path.exists(tmp) and not os.path.exists(committed)
+        assert not os.path.exists(aside)
+        assert os.path.isfile(os.path.join(store, "bbswept", "rootfs", "etc", "marker"))
+        assert len(image_row(stack, "bbswept")) == 1
+        assert os.path.isdir(live)
+    finally:
+        shutil.rmtree(live, ignore_errors=True)
+    img(stack, "rm", "bbswept")
+    img(stack, "rm", "bbnext")
+    assert not [n for n in os.listdir(store) if n.startswith(".")], os.listdir(store)

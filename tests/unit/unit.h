@@ -37,4 +37,5 @@ extern const struct unit_test strutil_tests[];
 extern const struct unit_test sha256_tests[];
 extern const struct unit_test metrics_tests[];
 extern const struct unit_test agent_parser_tests[];
+extern const struct unit_test rmtree_tests[];
 #endif

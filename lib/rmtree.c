@@ -1,11 +1,9 @@
 /*
- * Removing a sandbox's host directory. Its contents were written by the
- * sandbox, so nothing in it is trusted: every step is relative to an open
- * directory fd, symlinks are unlinked and never followed (O_NOFOLLOW,
- * AT_SYMLINK_NOFOLLOW), and we never descend onto another filesystem.
- * The sandbox is dead by the time this runs, so nothing races us.
+ * Removing a tree we do not trust (rmtree.h): a sandbox's host directory
+ * once the sandbox is dead, an imported image. O_NOFOLLOW and
+ * AT_SYMLINK_NOFOLLOW throughout; never onto another filesystem.
  */
-#include "local.h"
+#include "rmtree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,7 +32,7 @@ static int rm_entry(int parent, const char *name, dev_t dev, int depth)
 		return 0;
 	}
 	if (st.st_dev != dev) {
-		orc_log(ORC_LOG_ERROR, "refusing to remove a mount point inside a sandbox dir",
+		orc_log(ORC_LOG_ERROR, "refusing to remove a mount point inside a tree",
 			"name", name, NULL);
 		return ORC_ERROR;
 	}
@@ -56,7 +54,7 @@ static int rm_entry(int parent, const char *name, dev_t dev, int depth)
 		goto fail;
 	return 0;
 fail:
-	orc_log(ORC_LOG_ERROR, "removing a sandbox file failed", "name", name,
+	orc_log(ORC_LOG_ERROR, "removing a file of a tree failed", "name", name,
 		"error", strerror(errno), NULL);
 	return ORC_ERROR;
 }
@@ -87,7 +85,7 @@ static int rm_dir_contents(int dfd, dev_t dev, int depth)
 	return err;
 }
 
-int ctl_rmtree_at(int parent_fd, const char *name)
+int orc_tree_remove_at(int parent_fd, const char *name)
 {
 	struct stat st;
 
