@@ -86,6 +86,12 @@ const char *api_req_param(struct api_req *r, const char *name);
 const char *api_req_query(struct api_req *r, const char *key);
 /* Parse the body as a JSON object (400 on failure, replied). */
 int api_req_json_body(json_object **out, struct api_req *r);
+/*
+ * 1 when nginx has closed this request's FastCGI connection: its client went
+ * away (fastcgi_ignore_client_abort is off), so no one will read the
+ * answer. For long handlers to stop between steps. Never blocks.
+ */
+int api_req_client_gone(struct api_req *r);
 /* Take ownership: released at the end of the request. Return the argument. */
 json_object *api_own_json(struct api_req *r, json_object *o);
 PGresult *api_own_pg(struct api_req *r, PGresult *res);

@@ -358,6 +358,13 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 		/* Lines without a step number are context (events, deletion, end). */
 		if (!(v = field(line, "step")) || !json_object_is_type(v, json_type_int))
 			continue;
+		/* No one would read the report: stop, and delete the sandbox below. */
+		if (api_req_client_gone(r)) {
+			error = "the client went away; the replay stopped before this step";
+			orc_log(ORC_LOG_INFO, "replay: client gone, stopping", "sandbox_id", c.sid,
+				"request_id", r->request_id, NULL);
+			goto finish;
+		}
 		replay_step(&c, line, &s);
 		orc_traj_report_step(&rep, line, json_object_get_int64(v), &s);
 	}

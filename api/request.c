@@ -3,6 +3,7 @@
  * made while handling it, released together when it ends (nginx's request
  * pool). Handlers never free what they hand to api_own_*.
  */
+#include <poll.h>
 #include <string.h>
 #include <stdlib.h>
 
@@ -241,6 +242,18 @@ int api_req_init(struct api_req *r, FCGX_Request *fcgi)
 	if (api_route_streams(r->method, r->path))
 		return 0;
 	return read_body(r);
+}
+
+int api_req_client_gone(struct api_req *r)
+{
+	struct pollfd p = { .events = POLLRDHUP };
+
+	if (!r->fcgi || r->fcgi->ipcFd < 0)
+		return 0;                /* an in-process subrequest (replay_subreq.c) */
+	p.fd = r->fcgi->ipcFd;
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 int api_req_json_body(json_object **out, struct api_req *r)

@@ -290,3 +290,23 @@ def test_concurrent_replays_of_a_tenant_are_bounded(stack, admin):
     assert [x.status_code for x in results] == [200, 200], [x.text for x in results]
     assert all(x.json()["trajectories"][0]["result"] == "match" for x in results)
     assert replays_of(stack, sid) == 2
+
+
+def test_a_client_that_goes_away_stops_the_replay(stack, admin):
+    """nginx closes the FastCGI connection when the client leaves; the api
+    sees it before the next step, runs no more steps and deletes the
+    sandbox instead of replaying to no one."""
+    import requests
+    sid = create(stack, admin)
+    for n in range(5):
+        execute(stack, admin, sid, "sleep 3; echo %d" % n)
+    text = export_text(stack, admin, sid)
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        admin.post(stack.url + ROUTE, data=text, headers={"Content-Type": "application/x-ndjson"},
+                   timeout=(10, 2))
+    stack.wait_for(lambda: replays_of(stack, sid) == 1, timeout=60, what="the replay's sandbox")
+    new = stack.scalar("SELECT id FROM sandboxes WHERE labels->>'orchard/replay-of' = '%s'" % sid)
+    stack.wait_for(lambda: sandbox_state(stack, new) in ("deleting", "deleted"), timeout=120,
+                   what="the abandoned replay's sandbox deleted")
+    ran = int(stack.scalar("SELECT count(*) FROM jobs WHERE sandbox_id = '%s'" % new))
+    assert ran < 5, ran   # 0 when it left before the first step began
