@@ -22,6 +22,7 @@ import pytest
 
 import agent_http
 from agent_http import REPO, UnixHTTPConnection
+from busybox import static_busybox
 
 AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
 TOKEN = "pty-t0ken"
@@ -710,28 +711,6 @@ def test_sigterm_with_an_open_session_ends_it(tmp_path):
 
 
 # ---- the self-contained agent in a busybox root ----
-
-def busybox_static():
-    for p in ("/bin/busybox", "/usr/bin/busybox"):
-        if os.path.exists(p):
-            out = subprocess.run(["file", "-L", p], capture_output=True, text=True).stdout \
-                if shutil.which("file") else "statically linked"
-            if "statically linked" in out or "static-pie" in out:
-                return p
-    return None
-
-
-# busybox test: below
-
-def static_busybox():
-    p = shutil.which("busybox") or "/bin/busybox"
-    if not os.path.exists(p):
-        return None
-    with open(p, "rb") as f:
-        elf = f.read(1 << 16)
-    # a static executable has no PT_INTERP (no loader path in it)
-    return None if b"ld-linux" in elf else p
-
 
 BUSYBOX_APPLETS = ("sh", "ls", "cat", "echo", "sleep", "stty", "env", "pwd", "mkdir", "rm",
                    "true", "printf", "head", "wc", "tty")

@@ -17,19 +17,11 @@ import tarfile
 
 import pytest
 
+from busybox import static_busybox
 from stack import BIN
 
 BUSYBOX_APPLETS = ("sh", "ls", "cat", "echo", "test", "mkdir", "rm", "true", "id", "stat", "touch")
 MARKER = "original marker\n"
-
-
-def static_busybox():
-    p = shutil.which("busybox") or "/bin/busybox"
-    if not os.path.exists(p):
-        return None
-    with open(p, "rb") as f:
-        elf = f.read(1 << 16)
-    return None if b"ld-linux" in elf else p
 
 
 def image_dir(stack):
