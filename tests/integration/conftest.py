@@ -44,8 +44,11 @@ def other(stack):
 
 @pytest.fixture(scope="session")
 def sandbox(stack, admin):
-    """One ready `host` sandbox of tenant "default", shared by exec tests."""
-    r = admin.post(stack.url + "/sandboxes", json={"image": "host"})
+    """One ready `host` sandbox of tenant "default", shared by exec tests.
+    It lives for the whole session, across files that never touch it (the
+    controller files alone can take longer than the default idle timeout
+    under the sanitizers), so it must not expire for idleness."""
+    r = admin.post(stack.url + "/sandboxes", json={"image": "host", "idle_timeout_seconds": 7200})
     assert r.status_code in (200, 201), r.text
     sid = r.json()["sandbox_id"]
     info = stack.wait_ready(admin, sid)
