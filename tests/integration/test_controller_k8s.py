@@ -26,12 +26,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
 
 from stack import sanitizer_env, save_sanitizer_reports  # noqa: E402
 
-# Another build (the sanitizer stage's bin-san/) through the same variables
-# as test_controller.py.
-CONTROLLER = os.environ.get("ORCHARD_TEST_CONTROLLER") or os.path.join(ROOT, "bin", "orchard-controller")
-AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(ROOT, "bin", "orchard-agent")
-PGBIN = "/usr/lib/postgresql/15/bin"
-IS_ROOT = os.geteuid() == 0
+# The binaries (another build through ORCHARD_TEST_CONTROLLER and
+# ORCHARD_AGENT_BIN), PostgreSQL and the controller process: ctl_harness.py.
+from ctl_harness import AGENT, CONTROLLER, PGBIN, Controller, Postgres, wait_for  # noqa: E402
+
 NS = "orchard-sandboxes"
 
 
@@ -61,83 +59,6 @@ pytestmark = pytest.mark.skipif(
     not (HAVE_FAKE and os.path.exists(CONTROLLER) and os.path.exists(AGENT)
          and os.path.exists(PGBIN)),
     reason="needs python3-kubernetes, bin/orchard-controller, bin/orchard-agent, PostgreSQL 15")
-
-
-def wait_for(pred, timeout=10.0, every=0.02, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(every)
-
-
-def run_as_postgres(argv):
-    if IS_ROOT:
-        argv = ["runuser", "-u", "postgres", "--"] + argv
-    return subprocess.run(argv, check=True, capture_output=True, text=True)
-
-
-class Postgres:
-    def __init__(self, base):
-        self.sock = os.path.join(base, "pgsock")
-        self.data = os.path.join(base, "pgdata")
-        os.mkdir(self.sock)
-        os.mkdir(self.data)
-        if IS_ROOT:
-            shutil.chown(self.sock, "postgres")
-            shutil.chown(self.data, "postgres")
-        run_as_postgres([PGBIN + "/initdb", "-D", self.data, "-U", "orchard", "--auth=trust",
-                         "-E", "UTF8", "--no-sync"])
-        run_as_postgres([PGBIN + "/pg_ctl", "-D", self.data, "-w", "-l",
-                         os.path.join(self.sock, "pg.log"), "-o",
-                         "-k %s -c listen_addresses='' -c fsync=off" % self.sock, "start"])
-        subprocess.run(["createdb", "-h", self.sock, "-U", "orchard", "orchard"], check=True)
-        self.url = "host=%s user=orchard dbname=orchard" % self.sock
-        mig = os.path.join(ROOT, "sql", "migrations")
-        for f in sorted(os.listdir(mig)):
-            if f.endswith(".sql"):
-                subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.sock,
-                                "-U", "orchard", "-d", "orchard", "-f", os.path.join(mig, f)],
-                               check=True, capture_output=True, text=True)
-
-    def sql(self, query):
-        r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-F", "\x1f", "-P", "null=\x1e",
-                            "-v", "ON_ERROR_STOP=1", "-h", self.sock, "-U", "orchard",
-                            "-d", "orchard", "-c", query],
-                           check=True, capture_output=True, text=True)
-        return [[None if v == "\x1e" else v for v in line.split("\x1f")]
-                for line in r.stdout.split("\n") if line]
-
-    def stop(self):
-        run_as_postgres([PGBIN + "/pg_ctl", "-D", self.data, "-m", "immediate", "stop"])
-
-
-class Controller:
-    def __init__(self, env, logpath):
-        self.logpath = logpath
-        self.logf = open(logpath, "ab")
-        self.offset = self.logf.tell()
-        self.proc = subprocess.Popen([CONTROLLER], env=env, stdout=self.logf,
-                                     stderr=subprocess.STDOUT)
-
-    def log(self):
-        with open(self.logpath, "rb") as f:
-            f.seek(self.offset)
-            return f.read().decode(errors="replace")
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.logf.close()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="module")
