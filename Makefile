@@ -73,7 +73,7 @@ admin_SRC = $(wildcard cli/admin/*.c)
 admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(call pc,libarchive) $(LIBS_common)
 
 bench_SRC = $(wildcard bench/*.c)
-bench_LIBS = $(LIBS_common)
+bench_LIBS = $(call pc,libcrypto) $(LIBS_common)
 
 UNIT_SRC = $(wildcard tests/unit/*.c)
 UNIT_OBJ = $(UNIT_SRC:%.c=$(OBJDIR)/%.o)

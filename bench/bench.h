@@ -32,8 +32,10 @@ struct bench_cfg {
 	long execs;               /* execs per sandbox (scale) */
 	long warmup;
 	double max_seconds;       /* deadline of the whole scenario */
-	size_t file_bytes;        /* files scenario */
-	long small_files;
+	size_t file_bytes;        /* files scenario: the raw file */
+	long small_files;         /* files scenario: files in the tar */
+	const char *baseline_url; /* files scenario: a plain nginx (bench/run.sh) */
+	const char *baseline_dir; /* its root (the bench writes the file there) */
 };
 
 /* ---- latency samples and reports (stats.c) ---------------------------- */

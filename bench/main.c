@@ -28,8 +28,8 @@ static const struct command commands[] = {
 	  "N sandboxes at concurrency C, EXECS execs each, then deleted" },
 	{ "read-path", bench_read_path, 1, 20000, 64, 0, 240,
 	  "GET ladder: nginx static, api root, auth only, GET /sandboxes/{id}" },
-	{ "files", bench_files, 1, 1, 1, 0, 120,
-	  "file transfer routes (probes; not available yet)" },
+	{ "files", bench_files, 1, 5, 1, 1, 1200,
+	  "raw file PUT/GET, a tar of small files, base64 (n rounds), with baselines" },
 	{ "bash-baseline", bench_bash_baseline, 0, 1000, 1, 20, 300,
 	  "baseline: posix_spawn/wait of bash -c true" },
 	{ "agent-baseline", bench_agent_baseline, 1, 1000, 1, 20, 300,
@@ -59,7 +59,11 @@ static void usage(FILE *f)
 		"  --database-url URL  to read an agent's address ($ORCHARD_DATABASE_URL)\n"
 		"  --agent unix:PATH --agent-token TOKEN   the agent, instead of the database\n"
 		"  --stack-dir DIR     scripts/stack.sh var dir: measure the stack's memory\n"
-		"  --image IMAGE       sandbox image (host)\n");
+		"  --image IMAGE       sandbox image (host)\n"
+		"  --file-mib M        files: size of the raw file in MiB (256)\n"
+		"  --small-files K     files: files in the tar (10000)\n"
+		"  --baseline-url URL  files: a plain nginx serving --baseline-dir (PUT with dav)\n"
+		"  --baseline-dir DIR  files: its root\n");
 }
 
 /* Only this machine: 127.0.0.1, ::1 or localhost, http or https. */
@@ -91,7 +95,7 @@ static int parse_long(long *out, const char *opt, const char *s, long min, long 
 }
 
 enum { O_EXECS = 256, O_WARMUP, O_MAXS, O_JSON, O_URL, O_KEY, O_CACERT, O_DB, O_AGENT,
-       O_TOKEN, O_STACK, O_IMAGE };
+       O_TOKEN, O_STACK, O_IMAGE, O_FILE_MIB, O_SMALL, O_BURL, O_BDIR };
 
 static const struct option longopts[] = {
 	{ "concurrency", required_argument, NULL, 'c' },
@@ -107,6 +111,10 @@ static const struct option longopts[] = {
 	{ "agent-token", required_argument, NULL, O_TOKEN },
 	{ "stack-dir", required_argument, NULL, O_STACK },
 	{ "image", required_argument, NULL, O_IMAGE },
+	{ "file-mib", required_argument, NULL, O_FILE_MIB },
+	{ "small-files", required_argument, NULL, O_SMALL },
+	{ "baseline-url", required_argument, NULL, O_BURL },
+	{ "baseline-dir", required_argument, NULL, O_BDIR },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -143,6 +151,8 @@ int main(int argc, char **argv)
 	cfg.warmup = cmd->warmup;
 	cfg.execs = 4;
 	cfg.max_seconds = cmd->max_seconds;
+	cfg.file_bytes = (size_t)256 << 20;
+	cfg.small_files = 10000;
 	optind = 2;
 	while ((opt = getopt_long(argc, argv, "n:c:h", longopts, NULL)) != -1) {
 		long v;
@@ -178,6 +188,17 @@ int main(int argc, char **argv)
 		case O_TOKEN: cfg.agent_token = optarg; break;
 		case O_STACK: cfg.stack_dir = optarg; break;
 		case O_IMAGE: cfg.image = optarg; break;
+		case O_FILE_MIB:
+			if (parse_long(&v, "--file-mib", optarg, 1, 2048) < 0)
+				return 2;
+			cfg.file_bytes = (size_t)v << 20;
+			break;
+		case O_SMALL:
+			if (parse_long(&cfg.small_files, "--small-files", optarg, 1, 1000000) < 0)
+				return 2;
+			break;
+		case O_BURL: cfg.baseline_url = optarg; break;
+		case O_BDIR: cfg.baseline_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -198,6 +219,11 @@ int main(int argc, char **argv)
 				"localhost are benchmarked\n", cfg.url);
 			return 2;
 		}
+	}
+	if (cfg.baseline_url && !url_is_local(cfg.baseline_url)) {
+		fprintf(stderr, "orchard-bench: refusing baseline \"%s\": only 127.0.0.1, ::1 or "
+			"localhost\n", cfg.baseline_url);
+		return 2;
 	}
 	if (cfg.agent && strncmp(cfg.agent, "unix:", 5)) {
 		fprintf(stderr, "orchard-bench: --agent must be unix:PATH\n");

@@ -14,6 +14,9 @@
 #   BENCH_SCALE_EXECS   execs per sandbox                             (4)
 #   BENCH_READ_N        GETs per rung of the read path                (20000)
 #   BENCH_READ_C        read-path concurrency                         (64)
+#   BENCH_FILES_N       rounds of the files scenario                  (5)
+#   BENCH_FILES_MIB     raw file size in MiB                          (256)
+#   BENCH_FILES_SMALL   small files in the tar                        (10000)
 #   BENCH_SCENARIOS     which to run, in order
 #                       (exec-latency create-latency read-path files scale)
 #   BENCH_PORTS         port range to pick a free one from (18800-18819)
@@ -32,10 +35,13 @@ die() { say "$*"; exit 1; }
 
 if [ -n "${BENCH_TINY:-}" ]; then
 	d_exec=5 d_create=2 d_scale=4 d_scale_c=4 d_read=200 d_read_c=8
+	d_files=1 d_files_mib=1 d_files_small=50
 elif [ -n "${BENCH_QUICK:-}" ]; then
 	d_exec=100 d_create=20 d_scale=50 d_scale_c=16 d_read=2000 d_read_c=64
+	d_files=2 d_files_mib=64 d_files_small=1000
 else
 	d_exec=1000 d_create=200 d_scale=1000 d_scale_c=128 d_read=20000 d_read_c=64
+	d_files=5 d_files_mib=256 d_files_small=10000
 fi
 EXEC_N=${BENCH_EXEC_N:-$d_exec}
 CREATE_N=${BENCH_CREATE_N:-$d_create}
@@ -44,8 +50,12 @@ SCALE_C=${BENCH_SCALE_C:-$d_scale_c}
 SCALE_EXECS=${BENCH_SCALE_EXECS:-4}
 READ_N=${BENCH_READ_N:-$d_read}
 READ_C=${BENCH_READ_C:-$d_read_c}
+FILES_N=${BENCH_FILES_N:-$d_files}
+FILES_MIB=${BENCH_FILES_MIB:-$d_files_mib}
+FILES_SMALL=${BENCH_FILES_SMALL:-$d_files_small}
 SCENARIOS=${BENCH_SCENARIOS:-exec-latency create-latency read-path files scale}
-for v in "$EXEC_N" "$CREATE_N" "$SCALE_N" "$SCALE_C" "$SCALE_EXECS" "$READ_N" "$READ_C"; do
+for v in "$EXEC_N" "$CREATE_N" "$SCALE_N" "$SCALE_C" "$SCALE_EXECS" "$READ_N" "$READ_C" \
+	"$FILES_N" "$FILES_MIB" "$FILES_SMALL"; do
 	[[ $v =~ ^[0-9]{1,7}$ ]] || die "sizes must be integers (got \"$v\")"
 done
 
@@ -53,20 +63,26 @@ done
 
 PORTS=${BENCH_PORTS:-18800-18819}
 [[ $PORTS =~ ^([0-9]+)-([0-9]+)$ ]] || die "BENCH_PORTS \"$PORTS\" must be LOW-HIGH"
-PORT=
-for ((p = BASH_REMATCH[1]; p <= BASH_REMATCH[2]; p++)); do
-	if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]; then
-		PORT=$p
-		break
-	fi
-done
-[ -n "$PORT" ] || die "no free port in $PORTS"
+PORT_LO=${BASH_REMATCH[1]} PORT_HI=${BASH_REMATCH[2]}
+# The first free port in the range above $1 (or from its start).
+free_port() {
+	local p
+	for ((p = ${1:-PORT_LO - 1} + 1; p <= PORT_HI; p++)); do
+		if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+PORT=$(free_port) || die "no free port in $PORTS"
 
 VAR=$(mktemp -d /tmp/bench-XXXXXX) || die "mktemp failed"
 chmod 0755 "$VAR"
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
+	baseline_nginx_stop
 	say "stopping the stack in $VAR"
 	scripts/stack.sh down "$VAR" >>"$VAR/stack.log" 2>&1 || say "stack.sh down failed; see $VAR/stack.log"
 	if [ -z "${BENCH_KEEP:-}" ] && [ $rc -eq 0 ]; then
@@ -86,6 +102,47 @@ ORCHARD_PORT=$PORT scripts/stack.sh up "$VAR" >"$VAR/stack.log" 2>&1 || {
 }
 # shellcheck disable=SC1091
 . "$VAR/env"
+
+# ---- the files scenario's baseline: a plain nginx --------------------------
+# The same nginx binary, TLS certificate and worker count as the stack's,
+# nothing else: a static file for GET and the dav module for PUT, so the
+# files scenario can say how close the stack comes to nginx+TLS alone.
+
+BASE_NGX=
+baseline_nginx_stop() {
+	[ -n "$BASE_NGX" ] && [ -s "$BASE_NGX/nginx.pid" ] || return 0
+	kill "$(cat "$BASE_NGX/nginx.pid")" 2>/dev/null || true
+}
+baseline_nginx_start() {
+	local port
+	port=$(free_port "$PORT") || { say "no free port for the baseline nginx"; return 1; }
+	BASE_NGX=$VAR/baseline-nginx
+	mkdir -p "$BASE_NGX/www/put" "$BASE_NGX/body" || return 1
+	chmod -R 0777 "$BASE_NGX/www" "$BASE_NGX/body"
+	cat >"$BASE_NGX/nginx.conf" <<NGX || return 1
+worker_processes ${ORCHARD_NGINX_WORKERS:-auto};
+pid $BASE_NGX/nginx.pid;
+error_log $BASE_NGX/error.log;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path $BASE_NGX/body;
+    client_body_buffer_size 1m;
+    client_max_body_size 2g;
+    server {
+        listen 127.0.0.1:$port ssl;
+        ssl_certificate $VAR/tls/server.crt;
+        ssl_certificate_key $VAR/tls/server.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        root $BASE_NGX/www;
+        location /put/ { dav_methods PUT; }
+    }
+}
+NGX
+	"$(command -v nginx || echo /usr/sbin/nginx)" -p "$BASE_NGX/" -c "$BASE_NGX/nginx.conf" \
+		-e "$BASE_NGX/error.log" >>"$VAR/stack.log" 2>&1 || return 1
+	BASE_URL=https://127.0.0.1:$port
+}
 
 # ---- scenarios -------------------------------------------------------------
 
@@ -108,7 +165,15 @@ for s in $SCENARIOS; do
 	exec-latency) run exec-latency -n "$EXEC_N" ;;
 	create-latency) run create-latency -n "$CREATE_N" ;;
 	read-path) run read-path -n "$READ_N" -c "$READ_C" ;;
-	files) run files ;;
+	files)
+		args=(-n "$FILES_N" --file-mib "$FILES_MIB" --small-files "$FILES_SMALL")
+		if baseline_nginx_start; then
+			args+=(--baseline-url "$BASE_URL" --baseline-dir "$BASE_NGX/www")
+		else
+			say "the baseline nginx did not start (see $VAR/stack.log): files runs without it"
+		fi
+		run files "${args[@]}"
+		baseline_nginx_stop ;;
 	scale) run scale -n "$SCALE_N" -c "$SCALE_C" --execs "$SCALE_EXECS" --stack-dir "$VAR" ;;
 	*) say "unknown scenario \"$s\""; failed=1 ;;
 	esac
