@@ -51,6 +51,7 @@ static void blocks_c(uint32_t s[8], const unsigned char *p, size_t n)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* The same rounds with the SHA-NI instructions (Intel's layout: the state
@@ -91,10 +92,15 @@ static void blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
 	_mm_storeu_si128((__m128i *)&s[4], _mm_alignr_epi8(cdgh, tmp, 8));   /* HGFE */
 }
 
+/* CPUID: SHA is leaf 7 EBX bit 29, SSE4.1 leaf 1 ECX bit 19 (asked
+ * directly: not every compiler's __builtin_cpu_supports knows "sha"). */
 static int have_shani(void)
 {
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)))
+		return 0;
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
 }
 #else
 static void blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
