@@ -45,7 +45,8 @@
 #include "xalloc.h"
 
 #define B64_LIMIT (16u << 20)      /* the api's JSON body limit (docs/openapi.yaml) */
-#define B64_MAX_FILE (12u << 20)   /* the largest file under it, with the JSON around */
+/* The largest file under it: 4 base64 characters per 3 bytes, 1 KiB for the JSON around. */
+#define B64_MAX_FILE ((B64_LIMIT - 1024u) / 4u * 3u)
 #define B64_CHUNK (3u << 14)       /* source bytes encoded per piece (a multiple of 3) */
 #define HEAD_KEEP 512              /* of an answer, for messages */
 #define XFER_TIMEOUT_MS 600000L
