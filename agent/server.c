@@ -19,6 +19,7 @@
 
 #define MAX_CONNECTIONS 256
 #define IDLE_TIMEOUT_S 600
+#define CONNECTION_MEMORY (512u << 10)
 #define SMALL_BODY (64 * 1024)
 #define EXEC_BODY (8u * 1024 * 1024)
 
@@ -313,6 +314,11 @@ int agent_server_start(struct agent_server **out, const char *listen, const char
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+		/* Uploads arrive in reads of up to about this much (MHD's default,
+		 * 32 KiB, meant a recv() and a write() per ~32 KiB of a file).
+		 * The pool is per open connection and only touched pages count:
+		 * idle RSS is unchanged (bench/results/bfiles-2026-12-03.md). */
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 		MHD_OPTION_END);
 	if (!s->daemon) {
 		orc_log(ORC_LOG_ERROR, "starting the HTTP server failed", "listen", listen, NULL);
