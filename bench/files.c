@@ -31,7 +31,7 @@
  * Throughput is MB/s with MB = 10^6 bytes; "p10" is the slowest tenth
  * (bytes / p90 of the times).
  */
-#include "bench.h"
+#include "files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,291 +44,6 @@
 #include "json.h"
 #include "xalloc.h"
 
-#define B64_LIMIT (16u << 20)      /* the api's JSON body limit (docs/openapi.yaml) */
-/* The largest file under it: 4 base64 characters per 3 bytes, 1 KiB for the JSON around. */
-#define B64_MAX_FILE ((B64_LIMIT - 1024u) / 4u * 3u)
-#define B64_CHUNK (3u << 14)       /* source bytes encoded per piece (a multiple of 3) */
-#define HEAD_KEEP 512              /* of an answer, for messages */
-#define XFER_TIMEOUT_MS 600000L
-
-/* ---- one transfer's source and sink --------------------------------------------- */
-
-enum sink { SINK_COMPARE, SINK_TAR, SINK_BODY };
-
-/* A streaming reader of the tar the archive route answers. */
-struct tar_count {
-	unsigned char hdr[512];
-	size_t hlen;
-	uint64_t skip;            /* data (and padding) left of this entry */
-	long files, dirs, meta, other, zeros;
-	uint64_t data;
-	int bad;
-};
-
-struct stream {
-	/* upload: src[0..n) (or the base64 envelope, when b64) */
-	const unsigned char *src;
-	size_t n, sent;
-	int b64;
-	struct orc_buf piece;     /* base64: encoded, not yet handed to curl */
-	size_t piece_off, src_off;
-	int stage;                /* base64: 0 prefix, 1 content, 2 suffix, 3 done */
-	const char *b64_path;
-	/* download */
-	enum sink sink;
-	const unsigned char *expect;
-	size_t expect_n, got;
-	int mismatch;
-	struct tar_count tar;
-	struct orc_buf *body;
-	char head[HEAD_KEEP + 1];
-	size_t head_len;
-};
-
-static uint64_t tar_octal(const unsigned char *p, size_t n)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (p[0] & 0x80) {        /* base-256 */
-		for (i = 1; i < n; i++)
-			v = v << 8 | p[i];
-		return v;
-	}
-	for (i = 0; i < n && (p[i] == ' ' || p[i] == '\0'); i++)
-		;
-	for (; i < n && p[i] >= '0' && p[i] <= '7'; i++)
-		v = v * 8 + (uint64_t)(p[i] - '0');
-	return v;
-}
-
-static void tar_feed(struct tar_count *t, const unsigned char *p, size_t n)
-{
-	while (n && !t->bad) {
-		size_t k;
-		uint64_t size;
-
-		if (t->skip) {
-			k = n < t->skip ? n : (size_t)t->skip;
-			p += k;
-			n -= k;
-			t->skip -= k;
-			continue;
-		}
-		k = 512 - t->hlen < n ? 512 - t->hlen : n;
-		memcpy(t->hdr + t->hlen, p, k);
-		t->hlen += k;
-		p += k;
-		n -= k;
-		if (t->hlen < 512)
-			break;
-		t->hlen = 0;
-		for (k = 0; k < 512 && !t->hdr[k]; k++)
-			;
-		if (k == 512) {
-			t->zeros++;
-			continue;
-		}
-		if (t->zeros) {       /* data after the end marker */
-			t->bad = 1;
-			break;
-		}
-		size = tar_octal(t->hdr + 124, 12);
-		switch (t->hdr[156]) {
-		case '0': case '\0': t->files++; t->data += size; break;
-		case '5': t->dirs++; break;
-		case 'x': case 'g': case 'L': case 'K': t->meta++; break;
-		default: t->other++; break;
-		}
-		t->skip = (size + 511) / 512 * 512;
-	}
-}
-
-static void keep_head(struct stream *st, const char *p, size_t n)
-{
-	size_t k = HEAD_KEEP - st->head_len;
-
-	if (k > n)
-		k = n;
-	memcpy(st->head + st->head_len, p, k);
-	st->head_len += k;
-	st->head[st->head_len] = '\0';
-}
-
-static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata)
-{
-	struct stream *st = userdata;
-	size_t n = size * nmemb;
-
-	keep_head(st, p, n);
-	switch (st->sink) {
-	case SINK_COMPARE:
-		if (st->got + n > st->expect_n || memcmp(st->expect + st->got, p, n))
-			st->mismatch = 1;
-		break;
-	case SINK_TAR:
-		tar_feed(&st->tar, (const unsigned char *)p, n);
-		break;
-	case SINK_BODY:
-		if (orc_buf_add(st->body, p, n) < 0)
-			return 0;
-		break;
-	}
-	st->got += n;
-	return n;
-}
-
-/* The next piece of {"path":...,"content":"<base64>"} into st->piece. */
-static void b64_refill(struct stream *st)
-{
-	orc_buf_reset(&st->piece);
-	st->piece_off = 0;
-	switch (st->stage) {
-	case 0:
-		orc_buf_adds(&st->piece, "{\"path\":");
-		orc_json_quote(&st->piece, st->b64_path);
-		orc_buf_adds(&st->piece, ",\"content\":\"");
-		st->stage = st->n ? 1 : 2;
-		break;
-	case 1: {
-		size_t k = st->n - st->src_off < B64_CHUNK ? st->n - st->src_off : B64_CHUNK;
-
-		orc_base64_encode(&st->piece, st->src + st->src_off, k);
-		st->src_off += k;
-		if (st->src_off == st->n)
-			st->stage = 2;
-		break;
-	}
-	case 2:
-		orc_buf_adds(&st->piece, "\"}");
-		st->stage = 3;
-		break;
-	default:
-		break;
-	}
-}
-
-static size_t b64_envelope_len(const char *path, size_t n)
-{
-	struct orc_buf b = ORC_BUF_INIT;
-	size_t len;
-
-	orc_buf_adds(&b, "{\"path\":");
-	orc_json_quote(&b, path);
-	orc_buf_adds(&b, ",\"content\":\"\"}");
-	len = b.len + (n + 2) / 3 * 4;
-	orc_buf_release(&b);
-	return len;
-}
-
-static size_t on_read(char *p, size_t size, size_t nmemb, void *userdata)
-{
-	struct stream *st = userdata;
-	size_t room = size * nmemb, n;
-
-	if (!st->b64) {
-		n = st->n - st->sent < room ? st->n - st->sent : room;
-		memcpy(p, st->src + st->sent, n);
-		st->sent += n;
-		return n;
-	}
-	if (st->piece_off == st->piece.len) {
-		if (st->stage == 3)
-			return 0;
-		b64_refill(st);
-	}
-	n = st->piece.len - st->piece_off < room ? st->piece.len - st->piece_off : room;
-	memcpy(p, st->piece.ptr + st->piece_off, n);
-	st->piece_off += n;
-	st->sent += n;
-	return n;
-}
-
-/* ---- transfers -------------------------------------------------------------------- */
-
-/* One easy handle for streams, beside the JSON one (its own connection). */
-struct xfer {
-	CURL *h;
-	const char *base;
-	struct curl_slist *hdr_get, *hdr_raw, *hdr_tar, *hdr_json;
-	char err[CURL_ERROR_SIZE];
-	long status;
-};
-
-static struct curl_slist *headers(const char *auth, const char *type)
-{
-	struct curl_slist *l = curl_slist_append(NULL, auth);
-
-	l = curl_slist_append(l, type);
-	return curl_slist_append(l, "Expect:");
-}
-
-/* From an initialised bench_http (API or agent): same TLS, socket, base. */
-static int xfer_init(struct xfer *x, struct bench_http *from, const char *auth)
-{
-	memset(x, 0, sizeof(*x));
-	x->h = curl_easy_duphandle(from->h);
-	if (!x->h)
-		return -1;
-	x->base = from->base;
-	x->hdr_get = curl_slist_append(curl_slist_append(NULL, auth), "Expect:");
-	x->hdr_raw = headers(auth, "Content-Type: application/octet-stream");
-	x->hdr_tar = headers(auth, "Content-Type: application/x-tar");
-	x->hdr_json = headers(auth, "Content-Type: application/json");
-	curl_easy_setopt(x->h, CURLOPT_ERRORBUFFER, x->err);
-	curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(x->h, CURLOPT_READFUNCTION, on_read);
-	return 0;
-}
-
-static void xfer_release(struct xfer *x)
-{
-	if (x->h)
-		curl_easy_cleanup(x->h);
-	curl_slist_free_all(x->hdr_get);
-	curl_slist_free_all(x->hdr_raw);
-	curl_slist_free_all(x->hdr_tar);
-	curl_slist_free_all(x->hdr_json);
-	memset(x, 0, sizeof(*x));
-}
-
-/* method PUT/POST sends st's source; GET feeds st's sink. 0 when an
- * answer arrived (x->status), -1 on a transport failure (x->err). */
-static int xfer_do(struct xfer *x, const char *method, const char *path,
-		   struct curl_slist *hdrs, struct stream *st, size_t upload_len)
-{
-	char *url = xasprintf("%s%s", x->base, path);
-	CURLcode cc;
-
-	x->err[0] = '\0';
-	x->status = 0;
-	curl_easy_setopt(x->h, CURLOPT_URL, url);
-	curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, hdrs ? hdrs : x->hdr_get);
-	curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, XFER_TIMEOUT_MS);
-	curl_easy_setopt(x->h, CURLOPT_WRITEDATA, st);
-	curl_easy_setopt(x->h, CURLOPT_READDATA, st);
-	curl_easy_setopt(x->h, CURLOPT_CUSTOMREQUEST, NULL);
-	if (!strcmp(method, "PUT")) {
-		curl_easy_setopt(x->h, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(x->h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)upload_len);
-	} else if (!strcmp(method, "POST")) {
-		curl_easy_setopt(x->h, CURLOPT_UPLOAD, 0L);
-		curl_easy_setopt(x->h, CURLOPT_POST, 1L);
-		curl_easy_setopt(x->h, CURLOPT_POSTFIELDS, NULL);
-		curl_easy_setopt(x->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)upload_len);
-	} else {
-		curl_easy_setopt(x->h, CURLOPT_HTTPGET, 1L);
-	}
-	cc = curl_easy_perform(x->h);
-	free(url);
-	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->status);
-	if (cc != CURLE_OK) {
-		if (!x->err[0])
-			snprintf(x->err, sizeof(x->err), "%s", curl_easy_strerror(cc));
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- the scenario's state ------------------------------------------------------- */
 
@@ -485,7 +200,7 @@ static void raw_put(struct bench_op *op, struct xfer *x, const char *path,
 	st.sink = SINK_BODY;
 	st.body = &body;
 	t0 = bench_now_ms();
-	if (xfer_do(x, "PUT", path, x->hdr_raw, &st, n) < 0) {
+	if (files_xfer_do(x, "PUT", path, x->hdr_raw, &st, n) < 0) {
 		bench_op_fail(op, "%s (HTTP %ld)", x->err, x->status);
 	} else if (!sha) {        /* the baseline nginx: 201 or 204, no body */
 		if (x->status == 201 || x->status == 204)
@@ -512,7 +227,7 @@ static void raw_get(struct bench_op *op, struct xfer *x, const char *path,
 	st.expect = expect;
 	st.expect_n = n;
 	t0 = bench_now_ms();
-	if (xfer_do(x, "GET", path, NULL, &st, 0) < 0)
+	if (files_xfer_do(x, "GET", path, NULL, &st, 0) < 0)
 		bench_op_fail(op, "%s (HTTP %ld, %zu bytes)", x->err, x->status, st.got);
 	else if (x->status != 200)
 		bench_op_fail(op, "HTTP %ld %.120s", x->status, st.head);
@@ -583,7 +298,7 @@ static void tar_put(struct bench_op *op, struct files_run *fr, const char *dir)
 	st.body = &body;
 	orc_buf_addf(&path, "/v1/sandboxes/%s/archive?path=%s", fr->id, dir);
 	t0 = bench_now_ms();
-	if (xfer_do(&fr->sx, "PUT", path.ptr, fr->sx.hdr_tar, &st, fr->tar_len) < 0) {
+	if (files_xfer_do(&fr->sx, "PUT", path.ptr, fr->sx.hdr_tar, &st, fr->tar_len) < 0) {
 		bench_op_fail(op, "%s (HTTP %ld)", fr->sx.err, fr->sx.status);
 		goto done;
 	}
@@ -621,7 +336,7 @@ static void tar_get(struct bench_op *op, struct files_run *fr, const char *dir, 
 	st.sink = SINK_TAR;
 	orc_buf_addf(&path, "/v1/sandboxes/%s/archive?path=%s", fr->id, dir);
 	t0 = bench_now_ms();
-	if (xfer_do(&fr->sx, "GET", path.ptr, NULL, &st, 0) < 0)
+	if (files_xfer_do(&fr->sx, "GET", path.ptr, NULL, &st, 0) < 0)
 		bench_op_fail(op, "%s (HTTP %ld)", fr->sx.err, fr->sx.status);
 	else if (fr->sx.status != 200)
 		bench_op_fail(op, "HTTP %ld %.120s", fr->sx.status, st.head);
@@ -660,8 +375,8 @@ static int b64_put(struct bench_op *op, struct files_run *fr, const char *file, 
 	orc_buf_addf(&path, "/v1/sandboxes/%s/files", fr->id);
 	t0 = bench_now_ms();
 	*status = 0;
-	if (xfer_do(&fr->sx, "POST", path.ptr, fr->sx.hdr_json, &st,
-		    b64_envelope_len(file, n)) < 0) {
+	if (files_xfer_do(&fr->sx, "POST", path.ptr, fr->sx.hdr_json, &st,
+		    files_b64_envelope_len(file, n)) < 0) {
 		*status = fr->sx.status;
 		bench_op_fail(op, "%s (HTTP %ld) %.120s", fr->sx.err, fr->sx.status, st.head);
 		goto done;
@@ -699,7 +414,7 @@ static int b64_get(struct bench_op *op, struct files_run *fr, const char *file, 
 	orc_buf_addf(&path, "/v1/sandboxes/%s/files?path=%s", fr->id, file);
 	t0 = bench_now_ms();
 	*status = 0;
-	if (xfer_do(&fr->sx, "GET", path.ptr, NULL, &st, 0) < 0) {
+	if (files_xfer_do(&fr->sx, "GET", path.ptr, NULL, &st, 0) < 0) {
 		*status = fr->sx.status;
 		bench_op_fail(op, "%s (HTTP %ld)", fr->sx.err, fr->sx.status);
 		goto done;
@@ -781,7 +496,7 @@ static int files_setup(struct files_run *fr, const struct bench_cfg *cfg, struct
 	tar_build(fr, cfg->small_files);
 	snprintf(fr->disk_path, sizeof(fr->disk_path), "%s/bench-files-disk.bin",
 		 dir ? dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"));
-	if (bench_http_init_api(&fr->api, cfg) < 0 || xfer_init(&fr->sx, &fr->api, auth) < 0)
+	if (bench_http_init_api(&fr->api, cfg) < 0 || files_xfer_init(&fr->sx, &fr->api, auth) < 0)
 		goto done;
 	if (bench_sandbox_create_ready(fr->id, sizeof(fr->id), &fr->api, cfg->image, 60) < 0) {
 		fprintf(stderr, "orchard-bench: sandbox for the files scenario: %s\n", fr->api.err);
@@ -794,7 +509,7 @@ static int files_setup(struct files_run *fr, const struct bench_cfg *cfg, struct
 
 		bc.url = cfg->baseline_url;
 		if (bench_http_init_api(&b, &bc) == 0) {
-			fr->have_nginx = xfer_init(&fr->nx, &b, auth) == 0;
+			fr->have_nginx = files_xfer_init(&fr->nx, &b, auth) == 0;
 			fr->nx.base = cfg->baseline_url;
 			bench_http_release(&b);
 		}
@@ -815,7 +530,7 @@ static int files_setup(struct files_run *fr, const struct bench_cfg *cfg, struct
 		if (addr[0] && bench_http_init_agent(&a, addr, token) == 0) {
 			char *bearer = xasprintf("Authorization: Bearer %s", token);
 
-			fr->have_agent = xfer_init(&fr->ax, &a, bearer) == 0;
+			fr->have_agent = files_xfer_init(&fr->ax, &a, bearer) == 0;
 			free(bearer);
 			bench_http_release(&a);
 		} else {
@@ -834,9 +549,9 @@ static void files_release(struct files_run *fr)
 	if (fr->id[0])
 		bench_sandbox_delete(&fr->api, fr->id);
 	unlink(fr->disk_path);
-	xfer_release(&fr->sx);
-	xfer_release(&fr->nx);
-	xfer_release(&fr->ax);
+	files_xfer_release(&fr->sx);
+	files_xfer_release(&fr->nx);
+	files_xfer_release(&fr->ax);
 	bench_http_release(&fr->api);
 	free(fr->src);
 	free(fr->tar);
