@@ -11,7 +11,8 @@
  * orchard-api: the FastCGI REST service (docs/architecture.md).
  *
  * One process, a pool of request threads each looping on FCGX_Accept_r, a
- * small pool of exec worker threads, and one listener thread that turns
+ * second small pool on its own socket for nginx's auth subrequests (main.c),
+ * a small pool of exec worker threads, and one listener thread that turns
  * PostgreSQL notifications into wake-ups. All state lives in PostgreSQL.
  */
 
@@ -149,6 +150,8 @@ void api_job_stream_release(struct api_job_stream *s);
 
 typedef int (*api_handler)(struct api_req *r);
 void api_dispatch(struct api_req *r);
+/* The auth socket's dispatch: /_auth and /_auth_agent, anything else 404. */
+void api_dispatch_auth(struct api_req *r);
 
 /* ---- handlers ---------------------------------------------------------- */
 

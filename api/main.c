@@ -5,7 +5,11 @@
  *   ORCHARD_DATABASE_URL   libpq conninfo (required)
  *   ORCHARD_API_SOCKET     FastCGI socket: a unix socket path (required);
  *                          "host:port" listens on TCP instead (libfcgi)
- *   ORCHARD_API_THREADS    request threads (default 32)
+ *   ORCHARD_API_AUTH_SOCKET  FastCGI socket for nginx's auth subrequests
+ *                          (/_auth, /_auth_agent) alone (default
+ *                          "<ORCHARD_API_SOCKET>.auth"; required with TCP)
+ *   ORCHARD_API_THREADS    request threads (default 256)
+ *   ORCHARD_API_AUTH_THREADS  threads of the auth socket (default 8)
  *   ORCHARD_DB_POOL        database connections (default 8)
  *   ORCHARD_API_WORKERS    exec worker threads for wait:false jobs (default 4)
  *   ORCHARD_API_RAW_MAX    largest raw upload (files/raw, archive) in bytes
@@ -36,7 +40,34 @@
 
 struct api_server api_server;
 
-static int listen_fd = -1;
+/*
+ * Two sockets, each with its own threads. A request thread is held for the
+ * whole of a /wait or an exec with wait:true, so the key check that nginx
+ * runs before every request (auth_request) gets a socket and threads of its
+ * own: it never queues behind long requests, whatever they hold.
+ */
+struct listener {
+	const char *path;
+	int fd;
+	int auth_only;                /* answers /_auth and /_auth_agent only */
+};
+
+static struct listener public_listener = { .fd = -1 };
+static struct listener auth_listener = { .fd = -1, .auth_only = 1 };
+
+/*
+ * Request threads mostly sleep in a wait; their stacks need not be glibc's
+ * 8 MiB. The deepest paths (libcurl, libpq, json-c on a bounded body,
+ * argon2's hashing, whose memory is on the heap) use tens of KiB; 512 KiB
+ * leaves a wide margin. Sanitizer builds keep the default: their frames are
+ * several times larger.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define REQUEST_STACK 0
+#else
+#define REQUEST_STACK (512u * 1024)
+#endif
+
 static volatile int stopping;
 static pthread_mutex_t active_lock = PTHREAD_MUTEX_INITIALIZER;
 static int active;
@@ -101,18 +132,19 @@ static int prepare_unix_path(const char *path)
 	return 0;
 }
 
-static int open_socket(const char *path)
+static int open_socket(struct listener *l)
 {
+	const char *path = l->path;
 	int is_unix = !strchr(path, ':'), err;
 
 	if (is_unix && (err = prepare_unix_path(path)) < 0)
 		return err;
-	listen_fd = FCGX_OpenSocket(path, 1024);
-	if (listen_fd < 0) {
+	l->fd = FCGX_OpenSocket(path, 1024);
+	if (l->fd < 0) {
 		orc_logf(ORC_LOG_ERROR, "FCGX_OpenSocket() \"%s\" failed: %s", path, strerror(errno));
 		return ORC_ERROR;
 	}
-	fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+	fcntl(l->fd, F_SETFD, FD_CLOEXEC);
 	/* nginx workers run as another user: let them connect. */
 	if (is_unix && chmod(path, 0666) < 0) {
 		orc_logf(ORC_LOG_ERROR, "chmod() \"%s\" failed: %s", path, strerror(errno));
@@ -121,13 +153,17 @@ static int open_socket(const char *path)
 	return 0;
 }
 
-static void handle_one(FCGX_Request *fcgi)
+static void handle_one(FCGX_Request *fcgi, const struct listener *l)
 {
 	struct api_req r;
 	int64_t t0 = orc_mono_ms();
 
-	if (api_req_init(&r, fcgi) == 0)
-		api_dispatch(&r);
+	if (api_req_init(&r, fcgi) == 0) {
+		if (l->auth_only)
+			api_dispatch_auth(&r);
+		else
+			api_dispatch(&r);
+	}
 	if (!r.replied)
 		api_reply_error(&r, ORC_ERROR, "no response");
 	api_metrics_request(&r, orc_mono_ms() - t0);
@@ -143,10 +179,10 @@ static void handle_one(FCGX_Request *fcgi)
 
 static void *request_thread(void *arg)
 {
+	const struct listener *l = arg;
 	FCGX_Request fcgi;
 
-	(void)arg;
-	FCGX_InitRequest(&fcgi, listen_fd, 0);
+	FCGX_InitRequest(&fcgi, l->fd, 0);
 	while (!stopping) {
 		if (FCGX_Accept_r(&fcgi) < 0) {
 			if (stopping)
@@ -157,7 +193,7 @@ static void *request_thread(void *arg)
 		pthread_mutex_lock(&active_lock);
 		active++;
 		pthread_mutex_unlock(&active_lock);
-		handle_one(&fcgi);
+		handle_one(&fcgi, l);
 		FCGX_Finish_r(&fcgi);
 		pthread_mutex_lock(&active_lock);
 		active--;
@@ -167,24 +203,64 @@ static void *request_thread(void *arg)
 	return NULL;
 }
 
-static int start_threads(int n, void *(*fn)(void *))
+static int start_threads(int n, struct listener *l)
 {
-	int i, rc;
+	pthread_attr_t attr;
+	int i, rc, err = 0;
 
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (REQUEST_STACK && (rc = pthread_attr_setstacksize(&attr, REQUEST_STACK)) != 0)
+		orc_logf(ORC_LOG_WARN, "pthread_attr_setstacksize() failed: %s", strerror(rc));
 	for (i = 0; i < n; i++) {
 		pthread_t t;
-		if ((rc = pthread_create(&t, NULL, fn, NULL)) != 0) {
+		if ((rc = pthread_create(&t, &attr, request_thread, l)) != 0) {
 			orc_logf(ORC_LOG_ERROR, "pthread_create() failed: %s", strerror(rc));
-			return ORC_ERROR;
+			err = ORC_ERROR;
+			break;
 		}
-		pthread_detach(t);
 	}
-	return 0;
+	pthread_attr_destroy(&attr);
+	return err;
+}
+
+/* ORCHARD_API_AUTH_SOCKET, or the public socket's path plus ".auth". */
+static const char *auth_socket_path(const char *sock)
+{
+	const char *v = getenv("ORCHARD_API_AUTH_SOCKET");
+	size_t n;
+	char *p;
+
+	if (v && *v)
+		return v;
+	if (strchr(sock, ':')) {
+		orc_log(ORC_LOG_ERROR, "ORCHARD_API_AUTH_SOCKET must be set when ORCHARD_API_SOCKET "
+			"is a TCP address", "socket", sock, NULL);
+		return NULL;
+	}
+	n = strlen(sock);
+	p = xmalloc(n + sizeof(".auth"));
+	memcpy(p, sock, n);
+	memcpy(p + n, ".auth", sizeof(".auth"));
+	return p;
+}
+
+static void close_listener(struct listener *l)
+{
+	if (l->fd >= 0)
+		shutdown(l->fd, SHUT_RDWR); /* wakes threads blocked in accept() */
+}
+
+static void remove_listener(const struct listener *l)
+{
+	if (l->path && !strchr(l->path, ':'))
+		unlink(l->path);
 }
 
 int main(int argc, char **argv)
 {
-	const char *dburl, *sock;
+	const char *dburl, *sock, *auth_sock;
+	int auth_threads;
 	char host[64];
 	sigset_t sigs;
 	int sig, i;
@@ -213,7 +289,17 @@ int main(int argc, char **argv)
 		orc_log(ORC_LOG_ERROR, "ORCHARD_DATABASE_URL and ORCHARD_API_SOCKET must be set", NULL);
 		return 2;
 	}
-	api_server.threads = env_int("ORCHARD_API_THREADS", 32, 1, 4096);
+	if (!(auth_sock = auth_socket_path(sock)))
+		return 2;
+	if (!strcmp(auth_sock, sock)) {
+		orc_log(ORC_LOG_ERROR, "ORCHARD_API_AUTH_SOCKET must differ from ORCHARD_API_SOCKET",
+			"socket", sock, NULL);
+		return 2;
+	}
+	public_listener.path = sock;
+	auth_listener.path = auth_sock;
+	api_server.threads = env_int("ORCHARD_API_THREADS", 256, 1, 4096);
+	auth_threads = env_int("ORCHARD_API_AUTH_THREADS", 8, 1, 256);
 	api_server.workers = env_int("ORCHARD_API_WORKERS", 4, 1, 256);
 	api_server.raw_max = env_i64("ORCHARD_API_RAW_MAX", (int64_t)1 << 30, 1, (int64_t)1 << 42);
 	api_server.driver = getenv("ORCHARD_DRIVER");
@@ -245,13 +331,16 @@ int main(int argc, char **argv)
 	api_auth_init();
 	if (api_metrics_init() < 0)
 		return 1;
-	if (FCGX_Init() != 0 || open_socket(sock) < 0)
-		return 1;
+	/* The auth socket first: nginx may only pass to the public one when
+	 * both exist (stack.sh waits for the public socket). */
+	if (FCGX_Init() != 0 || open_socket(&auth_listener) < 0 || open_socket(&public_listener) < 0)
+		goto fail;
 	if (api_notify_start(dburl) < 0 || api_lanes_start(api_server.workers) < 0 ||
-	    api_lease_start() < 0 ||
-	    start_threads(api_server.threads, request_thread) < 0)
-		return 1;
-	orc_log(ORC_LOG_INFO, "orchard-api listening", "socket", sock, "runner", api_server.runner, NULL);
+	    api_lease_start() < 0 || start_threads(auth_threads, &auth_listener) < 0 ||
+	    start_threads(api_server.threads, &public_listener) < 0)
+		goto fail;
+	orc_log(ORC_LOG_INFO, "orchard-api listening", "socket", sock, "auth_socket", auth_sock,
+		"runner", api_server.runner, NULL);
 
 	do {
 		if (sigwait(&sigs, &sig) != 0)
@@ -261,7 +350,8 @@ int main(int argc, char **argv)
 	orc_log(ORC_LOG_INFO, "shutting down", NULL);
 	stopping = 1;
 	FCGX_ShutdownPending();
-	shutdown(listen_fd, SHUT_RDWR); /* wakes threads blocked in accept() */
+	close_listener(&public_listener);
+	close_listener(&auth_listener);
 	for (i = 0; i < 100; i++) {
 		int n;
 		pthread_mutex_lock(&active_lock);
@@ -271,10 +361,18 @@ int main(int argc, char **argv)
 			break;
 		usleep(100000);
 	}
-	if (!strchr(sock, ':'))
-		unlink(sock);
+	remove_listener(&public_listener);
+	remove_listener(&auth_listener);
 	/* Other threads may still be inside libpq or libcurl: do not run
 	 * library destructors under them. Logs are unbuffered; state is in
 	 * the database. */
 	_exit(0);
+
+fail:
+	/* A socket we made must not be left for the next start to find. */
+	if (public_listener.fd >= 0)
+		remove_listener(&public_listener);
+	if (auth_listener.fd >= 0)
+		remove_listener(&auth_listener);
+	return 1;
 }

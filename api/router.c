@@ -126,6 +126,35 @@ int api_route_streams(const char *method, const char *path)
 	return 0;
 }
 
+/* nginx's auth subrequests (never reachable from outside: its locations
+ * are internal). */
+static const struct {
+	const char *path;
+	api_handler handler;
+} auth_routes[] = {
+	{ "/_auth",       api_auth_handle },
+	{ "/_auth_agent", api_auth_agent_handle },
+};
+
+static int dispatch_auth_route(struct api_req *r)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(auth_routes) / sizeof(*auth_routes); i++)
+		if (!strcmp(r->path, auth_routes[i].path)) {
+			auth_routes[i].handler(r);
+			return 1;
+		}
+	return 0;
+}
+
+void api_dispatch_auth(struct api_req *r)
+{
+	if (!dispatch_auth_route(r))
+		api_reply_error(r, ORC_ENOTFOUND, "no route for %s %s on the auth socket", r->method,
+				r->path);
+}
+
 void api_dispatch(struct api_req *r)
 {
 	struct orc_buf allow = ORC_BUF_INIT;
@@ -133,14 +162,10 @@ void api_dispatch(struct api_req *r)
 	const char *id_start = NULL;
 	size_t id_len = 0, i;
 
-	if (!strcmp(r->path, "/_auth")) {
-		api_auth_handle(r);
+	/* Still served here: an nginx that predates the auth socket passes
+	 * its subrequests to this one. */
+	if (dispatch_auth_route(r))
 		return;
-	}
-	if (!strcmp(r->path, "/_auth_agent")) {
-		api_auth_agent_handle(r);
-		return;
-	}
 	for (i = 0; i < sizeof(routes) / sizeof(*routes); i++) {
 		const char *s;
 		size_t n;

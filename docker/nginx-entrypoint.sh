@@ -9,6 +9,8 @@
 # Environment (defaults for the Kubernetes api pod and docker-compose):
 #   ORCHARD_NGINX_LISTEN   address:port to listen on (0.0.0.0:8443)
 #   ORCHARD_API_SOCKET     orchard-api's FastCGI socket (/run/orchard/api.sock)
+#   ORCHARD_API_AUTH_SOCKET  its socket for the auth subrequests
+#                          (ORCHARD_API_SOCKET plus ".auth", as the api's default)
 #   ORCHARD_TLS_CERT, ORCHARD_TLS_KEY  (/etc/orchard/tls/tls.crt, tls.key)
 #   ORCHARD_NGINX_WORKERS  worker_processes (auto)
 #   ORCHARD_NGINX_PREFIX   writable directory for pid, temp files (/tmp/nginx)
@@ -21,6 +23,7 @@ set -eu
 
 LISTEN=${ORCHARD_NGINX_LISTEN:-0.0.0.0:8443}
 SOCK=${ORCHARD_API_SOCKET:-/run/orchard/api.sock}
+AUTH_SOCK=${ORCHARD_API_AUTH_SOCKET:-$SOCK.auth}
 CERT=${ORCHARD_TLS_CERT:-/etc/orchard/tls/tls.crt}
 KEY=${ORCHARD_TLS_KEY:-/etc/orchard/tls/tls.key}
 WORKERS=${ORCHARD_NGINX_WORKERS:-auto}
@@ -31,7 +34,7 @@ NGINX=${NGINX:-nginx}
 die() { echo "nginx-entrypoint: $*" >&2; exit 1; }
 
 # Values end up inside sed replacements and nginx's config: keep them plain.
-for v in "$LISTEN" "$SOCK" "$CERT" "$KEY" "$PREFIX" "$TEMPLATES"; do
+for v in "$LISTEN" "$SOCK" "$AUTH_SOCK" "$CERT" "$KEY" "$PREFIX" "$TEMPLATES"; do
 	case $v in *[!A-Za-z0-9._/:+-]*|"") die "unsafe value \"$v\"" ;; esac
 done
 case $WORKERS in auto|[1-9]|[1-9][0-9]|[1-9][0-9][0-9]) ;; *) die "bad ORCHARD_NGINX_WORKERS" ;; esac
@@ -67,6 +70,7 @@ sed -e "s|@USER_LINE@|$user_line|g" \
 	-e "s|@LOG_DIR@|$PREFIX/log|g" \
 	-e "s|listen 127\.0\.0\.1:@PORT@|listen $LISTEN|g" \
 	-e "s|@API_SOCKET@|$SOCK|g" \
+	-e "s|@API_AUTH_SOCKET@|$AUTH_SOCK|g" \
 	-e "s|@TLS_CERT@|$CERT|g" \
 	-e "s|@TLS_KEY@|$KEY|g" \
 	"$TEMPLATES/orchard.conf.in" >"$PREFIX/orchard.conf.tmp"

@@ -53,6 +53,8 @@ TLS=$VAR/tls
 NGX=$VAR/nginx
 STATE=$VAR/sandboxes
 API_SOCKET=$RUN/api.sock
+# nginx's auth subrequests have their own socket (orchard-api's default name).
+API_AUTH_SOCKET=$API_SOCKET.auth
 DB_URL="host=$RUN user=orchard dbname=orchard"
 
 ROOT=0
@@ -319,6 +321,7 @@ render_nginx() {
 		-e "s|@LOG_DIR@|$(sed_escape "$LOG")|g" \
 		-e "s|@PORT@|$PORT|g" \
 		-e "s|@API_SOCKET@|$(sed_escape "$API_SOCKET")|g" \
+		-e "s|@API_AUTH_SOCKET@|$(sed_escape "$API_AUTH_SOCKET")|g" \
 		-e "s|@TLS_CERT@|$(sed_escape "$TLS/server.crt")|g" \
 		-e "s|@TLS_KEY@|$(sed_escape "$TLS/server.key")|g" \
 		"$REPO/nginx/orchard.conf.in" >"$out.tmp"
@@ -412,10 +415,12 @@ api_start() {
 		return 0
 	fi
 	say "starting orchard-api on $API_SOCKET"
-	rm -f "$API_SOCKET"
+	rm -f "$API_SOCKET" "$API_AUTH_SOCKET"
 	start_bg api "$LOG/api.log" env ORCHARD_DATABASE_URL="$DB_URL" \
-		ORCHARD_API_SOCKET="$API_SOCKET" "$BIN/orchard-api"
+		ORCHARD_API_SOCKET="$API_SOCKET" ORCHARD_API_AUTH_SOCKET="$API_AUTH_SOCKET" \
+		"$BIN/orchard-api"
 	for ((i = 0; i < 100; i++)); do
+		# the api opens its auth socket first
 		[ -S "$API_SOCKET" ] && return 0
 		pid_alive api >/dev/null || break
 		sleep 0.1
@@ -618,7 +623,7 @@ cmd_down() {
 	if [ -f "$PGDATA/PG_VERSION" ]; then
 		pg_stop
 	fi
-	rm -f "$API_SOCKET"
+	rm -f "$API_SOCKET" "$API_AUTH_SOCKET"
 }
 
 cmd_status() {

@@ -85,39 +85,54 @@ def _record(rtype, rid, content):
 
 
 class FakeApi:
-    def __init__(self, path):
+    """The api's two FastCGI sockets (docs/architecture.md): `path` for
+    requests and `auth_path` (default path + ".auth") for nginx's auth
+    subrequests, which answers only /_auth and /_auth_agent (404 else), as
+    orchard-api's does. auth_sockets[i] is the socket auth_calls[i] came on."""
+
+    def __init__(self, path, auth_path=None):
         self.path = path
+        self.auth_path = auth_path or path + ".auth"
         self.auth_calls = []
+        self.auth_sockets = []
         self.agent_upstream = ""
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.socks = [self._listen(self.path), self._listen(self.auth_path)]
+        self._stop = False
+        self.threads = [threading.Thread(target=self._serve, args=(s, p), daemon=True)
+                        for s, p in zip(self.socks, (self.path, self.auth_path))]
+        for t in self.threads:
+            t.start()
+
+    @staticmethod
+    def _listen(path):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if os.path.exists(path):
             os.unlink(path)
-        self.sock.bind(path)
+        sock.bind(path)
         os.chmod(path, 0o666)
-        self.sock.listen(64)
-        self._stop = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        sock.listen(64)
+        return sock
 
     def close(self):
         self._stop = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        if os.path.exists(self.path):
-            os.unlink(self.path)
+        for sock, path in zip(self.socks, (self.path, self.auth_path)):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+            if os.path.exists(path):
+                os.unlink(path)
 
-    def _serve(self):
+    def _serve(self, sock, path):
         while not self._stop:
             try:
-                conn, _ = self.sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._handle, args=(conn, path), daemon=True).start()
 
-    def _handle(self, conn):
+    def _handle(self, conn, path):
         try:
             raw, parts, rid = b"", [], 1
             while True:
@@ -130,7 +145,13 @@ class FakeApi:
                     parts.append(content)
             body = b"".join(parts)
             params = _parse_params(raw)
-            status, headers, out = self._respond(params, body)
+            uri = params.get("DOCUMENT_URI", [""])[0]
+            if path == self.auth_path and uri not in ("/_auth", "/_auth_agent"):
+                status, headers, out = 404, [], b""
+            else:
+                if uri in ("/_auth", "/_auth_agent"):
+                    self.auth_sockets.append(path)
+                status, headers, out = self._respond(params, body)
             head = "Status: %d\r\n" % status
             for k, v in headers:
                 head += "%s: %s\r\n" % (k, v)

@@ -111,12 +111,17 @@ def sanitizer_env():
 class Stack:
     """A running stack: url, cacert, admin key, database url and helpers."""
 
-    def __init__(self, var=None):
+    def __init__(self, var=None, env=None):
+        """env: extra environment for stack.sh and so for the processes it
+        starts (e.g. ORCHARD_API_THREADS for a stack with few threads)."""
         self.var = var or make_tmpdir()
+        self.extra_env = dict(env or {})
         self.port = free_port()
         self.url = "https://127.0.0.1:%d" % self.port
         self.cacert = os.path.join(self.var, "tls", "ca.crt")
         self.run_dir = os.path.join(self.var, "run")
+        self.api_socket = os.path.join(self.run_dir, "api.sock")
+        self.api_auth_socket = self.api_socket + ".auth"   # stack.sh's API_AUTH_SOCKET
         self.database_url = "host=%s user=orchard dbname=orchard" % self.run_dir
         self.admin_key = None
         self.started = False
@@ -124,7 +129,7 @@ class Stack:
     # -- lifecycle --------------------------------------------------------
 
     def _script(self, cmd, timeout):
-        env = dict(os.environ, ORCHARD_PORT=str(self.port))
+        env = dict(os.environ, ORCHARD_PORT=str(self.port), **self.extra_env)
         return subprocess.run([STACK_SH, cmd, self.var], env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=timeout)
 

@@ -152,6 +152,8 @@ def test_auth_subrequest_gets_headers_not_body(ngx):
     assert p["QUERY_STRING"] == ["x=1"]
     a = {k: v[0] for k, v in ngx.api.auth_calls[-1].items()}
     assert a["DOCUMENT_URI"] == "/_auth"
+    # on the api's auth socket, never queued behind requests
+    assert ngx.api.auth_sockets[-1] == ngx.api.auth_path
     assert a["CONTENT_LENGTH"] == ""
     assert a["HTTP_X_API_KEY"] == GOOD_KEY
     assert a["REQUEST_ID"] == p["REQUEST_ID"][0]
@@ -219,6 +221,20 @@ def test_api_down_is_502_json(ngx):
         ngx.api.agent_upstream = "http://unix:%s:" % ngx.agent.path
 
 
+def test_auth_socket_down_is_502_json(ngx):
+    """The auth subrequest has its own socket: without it a keyed request is
+    502 "orchard-api is unavailable", never a 500, and open routes still work."""
+    os.unlink(ngx.api.auth_path)   # nothing listens there any more
+    try:
+        assert ngx.get("/health").status_code == 200
+        r = ngx.get("/sandboxes", key=GOOD_KEY)
+        assert_error(r, 502, "unavailable", "orchard-api is unavailable")
+    finally:
+        ngx.api.close()
+        ngx.api = FakeApi(ngx.api.path)
+        ngx.api.agent_upstream = "http://unix:%s:" % ngx.agent.path
+
+
 def test_bad_requests_are_json(ngx):
     assert_error(ngx.get("/sandboxes/x%00y", key=GOOD_KEY), 400, "invalid")
     assert_error(ngx.get("/sandboxes/" + "a" * 20000, key=GOOD_KEY), 414, "too_large")
@@ -255,6 +271,7 @@ def test_raw_auth_subrequest_sees_the_original_uri(ngx):
     ngx.get("/v1/sandboxes/box1/files/raw?path=/x", key=GOOD_KEY)
     a = {k: v[0] for k, v in ngx.api.auth_calls[-1].items()}
     assert a["DOCUMENT_URI"] == "/_auth_agent"
+    assert ngx.api.auth_sockets[-1] == ngx.api.auth_path
     assert a["ORCHARD_ORIGINAL_URI"] == "/v1/sandboxes/box1/files/raw?path=/x"
     assert a["ORCHARD_ORIGINAL_METHOD"] == "GET"
     assert a["CONTENT_LENGTH"] == ""

@@ -2,7 +2,8 @@
 a job submitted through one is waited on through the other, both ways.
 
 The session stack's api is replica A (behind nginx). Replica B is a second
-orchard-api process with A's environment and its own FastCGI socket; the
+orchard-api process with A's environment and its own FastCGI sockets (the
+request socket and the auth socket: each replica has both); the
 test speaks to B directly as nginx would after its auth_request (the
 ORCHARD_TENANT/KEY/ROLE params), so it knows which replica answered.
 Waiting across replicas relies on LISTEN/NOTIFY (orchard_job), since the
@@ -30,6 +31,8 @@ def replica_b(stack):
         env = dict(x.decode().split("=", 1) for x in f.read().split(b"\0") if b"=" in x)
     sock = os.path.join(stack.run_dir, "api-b.sock")
     env["ORCHARD_API_SOCKET"] = sock
+    # stack.sh names A's auth socket; B must not try to take it.
+    env["ORCHARD_API_AUTH_SOCKET"] = sock + ".auth"
     log = open(os.path.join(stack.var, "log", "api-b.log"), "ab")
     proc = subprocess.Popen([os.path.join(BIN, "orchard-api")], env=env, stdin=subprocess.DEVNULL,
                             stdout=log, stderr=log)
