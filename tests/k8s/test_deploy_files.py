@@ -275,7 +275,9 @@ def test_nginx_entrypoint_renders_a_config_nginx_accepts(tmp_path):
     assert r.returncode == 0, r.stderr
     conf = (tmp_path / "ngx" / "orchard.conf").read_text()
     assert "listen 0.0.0.0:8443 ssl;" in conf
-    assert "unix:%s" % (tmp_path / "api.sock") in conf
+    assert "unix:%s;" % (tmp_path / "api.sock") in conf
+    # the auth locations pass to the api's auth socket (default: <socket>.auth)
+    assert conf.count("fastcgi_pass unix:%s.auth;" % (tmp_path / "api.sock")) == 2
     assert not re.search(r"@[A-Z_]+@", conf)
     assert os.readlink(tmp_path / "ngx" / "log" / "nginx-error.log") == "/dev/stderr"
 
