@@ -122,6 +122,19 @@ def test_b_answers_for_the_tenant_only(stack, other, sandbox, replica_b):
     assert status == 404 and body["code"] == "not_found", body
 
 
+def test_b_has_its_own_auth_socket(stack, admin, replica_b):
+    """Each replica answers nginx's key checks on its own auth socket, and
+    only them."""
+    key = stack.new_tenant_key("replica-auth")
+    params = {"REQUEST_METHOD": "GET", "DOCUMENT_URI": "/_auth", "SCRIPT_NAME": "/_auth",
+              "REQUEST_URI": "/_auth", "QUERY_STRING": "", "HTTP_X_API_KEY": key}
+    status, headers, _ = fcgi_client.call(replica_b + ".auth", params, timeout=30)
+    assert status == 204 and headers.get("X-Orchard-Role") == "user", (status, headers)
+    status, _, _ = fcgi_client.call(replica_b + ".auth", dict(params, DOCUMENT_URI="/v1/sandboxes",
+                                                              SCRIPT_NAME="/v1/sandboxes"), timeout=30)
+    assert status == 404
+
+
 # ---- jobs of one sandbox in acceptance order across replicas (issue 4 §3) ----
 
 def log_command(log, n, pause="0.2"):
