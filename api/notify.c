@@ -27,10 +27,16 @@
 
 #define NBUCKETS 256
 #define RECHECK_MS 5000
+/*
+ * Waiters sleep on the condition variable of their bucket (modulo NCONDS),
+ * so a notification wakes the few threads whose bucket it names instead of
+ * every waiting request thread (hundreds of them with 128 waiting clients).
+ */
+#define NCONDS 64
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond[NCONDS];
 	uint64_t gen[API_CHAN_COUNT][NBUCKETS];
 	uint64_t epoch;
 	uint64_t key_gen;
@@ -83,7 +89,7 @@ int api_waiter_wait(struct api_waiter *w, int64_t deadline_ms)
 		}
 		if (orc_mono_ms() >= until)
 			break;
-		if (pthread_cond_timedwait(&N.cond, &N.lock, &ts) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&N.cond[w->bucket % NCONDS], &N.lock, &ts) == ETIMEDOUT)
 			continue; /* the loop re-checks the clock */
 	}
 	w->gen = N.gen[w->chan][w->bucket];
@@ -94,18 +100,23 @@ int api_waiter_wait(struct api_waiter *w, int64_t deadline_ms)
 
 void api_notify_local(enum api_channel chan, const char *id)
 {
+	unsigned b = bucket_of(id);
+
 	pthread_mutex_lock(&N.lock);
-	N.gen[chan][bucket_of(id)]++;
-	pthread_cond_broadcast(&N.cond);
+	N.gen[chan][b]++;
+	pthread_cond_broadcast(&N.cond[b % NCONDS]);
 	pthread_mutex_unlock(&N.lock);
 }
 
 static void bump_epoch(void)
 {
+	int i;
+
 	pthread_mutex_lock(&N.lock);
 	N.epoch++;
 	N.key_gen++;
-	pthread_cond_broadcast(&N.cond);
+	for (i = 0; i < NCONDS; i++)
+		pthread_cond_broadcast(&N.cond[i]);
 	pthread_mutex_unlock(&N.lock);
 	api_lanes_wake_all();
 }
@@ -213,11 +224,12 @@ int api_notify_start(const char *conninfo)
 {
 	pthread_condattr_t ca;
 	pthread_t t;
-	int rc;
+	int rc, i;
 
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&N.cond, &ca);
+	for (i = 0; i < NCONDS; i++)
+		pthread_cond_init(&N.cond[i], &ca);
 	pthread_condattr_destroy(&ca);
 	N.conninfo = xstrdup(conninfo);
 	if ((rc = pthread_create(&t, NULL, listener_main, NULL)) != 0) {
