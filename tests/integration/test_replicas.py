@@ -286,11 +286,14 @@ def test_sync_caller_that_gives_up_hands_its_job_over_and_it_runs_once(stack, ad
     earlier job still runs on the other replica): the answer is the queued
     job, which a worker of that replica runs once, after the earlier one."""
     b, log = Replica(stack, replica_b), new_log()
+    # The caller gives up at 3 + 30 s, well before the first job ends; 3 s
+    # (not less) so that the handed-over echo itself never times out on a
+    # loaded machine.
     status, first = submit(stack, admin, b, "a", sandbox,
-                           "echo start 1 >> %s; sleep 36; echo end 1 >> %s" % (log, log))
+                           "echo start 1 >> %s; sleep 40; echo end 1 >> %s" % (log, log))
     assert status == 200, first
     status, job = submit(stack, admin, b, "b", sandbox, "echo ran 2 >> %s" % log, wait=True,
-                         timeout_seconds=1)
+                         timeout_seconds=3)
     assert status == 200 and job["status"] == "queued" and job["started_at"] is None, job
     assert wait_job(stack, admin, job["job_id"])["status"] == "succeeded"
     assert read_log(stack, admin, sandbox, log) == ["start 1", "end 1", "ran 2"]
