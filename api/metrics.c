@@ -19,6 +19,7 @@
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
+#include "pgstmt.h"
 #include "strutil.h"
 
 #define METRICS_MAX (8u << 20)
@@ -26,6 +27,7 @@
 static struct orc_metrics reg = ORC_METRICS_INIT;
 static struct orc_metric *requests, *request_seconds, *exec_seconds;
 static struct orc_metric *pool_size, *pool_open, *pool_in_use, *pool_waits, *pool_timeouts;
+static struct orc_metric *stmt_prepares, *stmt_execs;
 static struct orc_metric *sandboxes, *jobs;
 /* One scrape at a time: the scrape-time gauges are cleared and refilled. */
 static pthread_mutex_t scrape_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,6 +64,12 @@ static const struct orc_metric_def families[] = {
 	  "Pool acquisitions that found no free connection and had to wait.", NULL, NULL, 0, 1 },
 	{ &pool_timeouts, ORC_METRIC_COUNTER, "orchard_api_db_pool_timeouts_total",
 	  "Pool acquisitions that waited 10 s in vain (answered 503).", NULL, NULL, 0, 1 },
+	{ &stmt_prepares, ORC_METRIC_COUNTER, "orchard_api_db_statements_prepared_total",
+	  "Statements prepared on this process's connections (once per text and connection; "
+	  "0 with ORCHARD_PG_PREPARE=0).", NULL, NULL, 0, 1 },
+	{ &stmt_execs, ORC_METRIC_COUNTER, "orchard_api_db_prepared_executions_total",
+	  "Executions of prepared statements (the rest ran unnamed, parsed and planned each time).",
+	  NULL, NULL, 0, 1 },
 	{ &sandboxes, ORC_METRIC_GAUGE, "orchard_sandboxes",
 	  "Sandboxes of all tenants by state (every state but deleted), read from the database.",
 	  ORC_LABELS("state"), NULL, 0, 8 },
@@ -118,6 +126,7 @@ void api_metrics_exec(const char *status, int64_t ms)
 static void refresh_pool(void)
 {
 	struct orc_pg_pool_stats st;
+	unsigned long long prepared, executed;
 
 	orc_pg_pool_stats(&st, &api_server.db);
 	orc_metric_set(pool_size, NULL, st.size);
@@ -125,6 +134,9 @@ static void refresh_pool(void)
 	orc_metric_set(pool_in_use, NULL, st.open - st.idle);
 	orc_metric_set(pool_waits, NULL, (double)st.waits);
 	orc_metric_set(pool_timeouts, NULL, (double)st.timeouts);
+	orc_pg_stmt_stats(&prepared, &executed);
+	orc_metric_set(stmt_prepares, NULL, (double)prepared);
+	orc_metric_set(stmt_execs, NULL, (double)executed);
 }
 
 /* Sandboxes and open jobs from the database; absent when it cannot say. */

@@ -7,6 +7,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "pgstmt.h"
 #include "xalloc.h"
 
 int orc_pg_connect(PGconn **out, const char *conninfo)
@@ -18,6 +19,7 @@ int orc_pg_connect(PGconn **out, const char *conninfo)
 		PQfinish(c);
 		return ORC_EUNAVAIL;
 	}
+	orc_pg_stmt_attach(c);
 	*out = c;
 	return 0;
 }
@@ -144,7 +146,7 @@ static int map_result(PGresult *res, PGconn *c)
 int orc_pg_query_bin(PGresult **out, PGconn *c, const char *sql, int nparams,
 		     const char *const *params, const int *lengths, const int *formats)
 {
-	PGresult *res = PQexecParams(c, sql, nparams, NULL, params, lengths, formats, 0);
+	PGresult *res = orc_pg_stmt_exec(c, sql, nparams, params, lengths, formats);
 	int err = map_result(res, c);
 
 	if (err < 0 || !out)

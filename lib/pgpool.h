@@ -39,7 +39,8 @@ int orc_pg_pool_acquire(struct orc_pg_pool *pool, PGconn **out);
 /* Return c to the pool; a broken connection is closed and replaced later. */
 void orc_pg_pool_release(struct orc_pg_pool *pool, PGconn *c);
 
-/* Connect once (for tools and LISTEN connections). */
+/* Connect once (for tools and LISTEN connections). The connection
+ * prepares the statements orc_pg_query runs on it (pgstmt.h). */
 int orc_pg_connect(PGconn **out, const char *conninfo);
 
 /*
@@ -47,7 +48,8 @@ int orc_pg_connect(PGconn **out, const char *conninfo);
  * Maps failures: unique violation -> ORC_ECONFLICT, check/format errors ->
  * ORC_EINVALID, connection loss -> ORC_EUNAVAIL, others -> ORC_ERROR; the
  * server's message is logged. *out (if not NULL) gets the result on
- * success, which the caller PQclear()s.
+ * success, which the caller PQclear()s. A text is prepared on its
+ * connection the first time and only executed after (pgstmt.h).
  */
 int orc_pg_query(PGresult **out, PGconn *c, const char *sql, int nparams,
 		 const char *const *params);
