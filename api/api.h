@@ -282,8 +282,11 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id,
  * Run a sync entry on this thread when its turn comes (its output streamed
  * to sink, if not NULL). 1: it ran or never will (e is freed); 0: its turn
  * had not come by deadline_ms, and the workers run it instead (e is theirs).
+ * *out (if not NULL) gets the finished job's row (api_job_cols) when this
+ * thread ran and stored it, else NULL: then read the job.
  */
-int api_lane_run(struct api_lane_entry *e, int64_t deadline_ms, const struct api_job_sink *sink);
+int api_lane_run(PGresult **out, struct api_lane_entry *e, int64_t deadline_ms,
+		 const struct api_job_sink *sink);
 /* A job of sandbox_id ended or the sandbox changed (notify.c): try its
  * waiting jobs now. */
 void api_lanes_wake(const char *sandbox_id);
@@ -298,11 +301,13 @@ int api_job_wait_until(PGresult **out, int64_t tenant_id, const char *job_id, in
 /*
  * Run one accepted job: claim it, call the agent, store the result.
  * API_EAGAIN (nothing done): its turn has not come, or the database is
- * unavailable; try again after a wake-up (lanes.c).
+ * unavailable; try again after a wake-up (lanes.c). *out (if not NULL)
+ * gets the stored job's row (api_job_cols), or stays NULL.
  */
-int api_job_run(const char *job_id, const char *request_id);
+int api_job_run(PGresult **out, const char *job_id, const char *request_id);
 /* The same, the output streamed to sink as it comes (job_stream.c). */
-int api_job_run_stream(const char *job_id, const char *request_id, const struct api_job_sink *sink);
+int api_job_run_stream(PGresult **out, const char *job_id, const char *request_id,
+		       const struct api_job_sink *sink);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
 

@@ -291,9 +291,9 @@ static int run_streaming(struct api_req *r, struct api_lane_entry *lane, const s
 	json_object_object_add(o, "type", json_object_new_string("job"));
 	json_object_object_add(o, "job_id", json_object_new_string(job_id));
 	stream_obj(r, o);
-	api_lane_run(lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000, &sink);
+	api_lane_run(&res, lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000, &sink);
 	o = json_object_new_object();
-	if (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1) {
+	if (res || (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1)) {
 		json_object_object_add(o, "type", json_object_new_string("exit"));
 		json_object_object_add(o, "job", api_job_view(res, 0));
 	} else {
@@ -363,8 +363,9 @@ int api_exec_post(struct api_req *r)
 		err = run_streaming(r, lane, &x, job_id);
 		goto done;
 	}
-	api_lane_run(lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000, NULL);
-	if ((err = api_job_fetch(&res, r->tenant_id, job_id)) < 0) {
+	/* The row this thread stored, or (it did not run here) a read. */
+	api_lane_run(&res, lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000, NULL);
+	if (!res && (err = api_job_fetch(&res, r->tenant_id, job_id)) < 0) {
 		err = api_reply_error(r, err, "cannot read job %s", job_id);
 		goto done;
 	}

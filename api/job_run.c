@@ -40,12 +40,22 @@ struct job_outcome {
 	char error[512];                /* "" = NULL */
 };
 
-static int store(const char *job_id, const struct job_outcome *o, const char *request_id)
+/*
+ * Store the outcome over the 'running' row, with its 'exec.finish' event
+ * and the sandbox's last activity, in one statement that also answers with
+ * the finished job (api_job_cols): the caller waiting for it needs no
+ * second read. *out (if not NULL) gets that row, or NULL when the row was
+ * no longer running (reaped meanwhile: the caller reads what it became).
+ */
+static int store(PGresult **out, const char *job_id, const struct job_outcome *o,
+		 const char *request_id)
 {
 	const char *params[14];
 	int lengths[14] = { 0 }, formats[14] = { 0 };
 	json_object *ev = json_object_new_object();
+	PGresult *res = NULL;
 	PGconn *db = NULL;
+	char sql[2048];
 	int err;
 
 	json_object_object_add(ev, "status", json_object_new_string(o->status));
@@ -71,9 +81,7 @@ static int store(const char *job_id, const struct job_outcome *o, const char *re
 	params[11] = o->error[0] ? o->error : NULL;
 	params[12] = orc_json_str(ev, NULL);
 	params[13] = request_id;
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		goto done;
-	err = orc_pg_query_bin(NULL, db,
+	snprintf(sql, sizeof(sql),
 		"WITH j AS (UPDATE jobs SET status = $2, exit_code = $3::int, signal = $4::int,"
 		" stdout = $5::bytea, stderr = $6::bytea, stdout_bytes = $7::bigint,"
 		" stderr_bytes = $8::bigint, stdout_truncated = $9::boolean,"
@@ -81,15 +89,24 @@ static int store(const char *job_id, const struct job_outcome *o, const char *re
 		" error = CASE WHEN cancel_requested_at IS NOT NULL AND $2 = 'failed'"
 		" THEN 'cancelled' ELSE $12 END,"
 		" completed_at = clock_timestamp() WHERE id = $1 AND status = 'running'"
-		" RETURNING id, sandbox_id, tenant_id),"
+		" RETURNING *),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, request_id)"
-		" SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.finish', $13::jsonb, $14 FROM j)"
-		" UPDATE sandboxes SET last_activity_at = now() WHERE id = (SELECT sandbox_id FROM j)",
-		14, params, lengths, formats);
+		" SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.finish', $13::jsonb, $14 FROM j),"
+		" s AS (UPDATE sandboxes SET last_activity_at = now()"
+		" WHERE id = (SELECT sandbox_id FROM j))"
+		" SELECT %s FROM j", api_job_cols);
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		goto done;
+	err = orc_pg_query_bin(&res, db, sql, 14, params, lengths, formats);
 	orc_pg_pool_release(&api_server.db, db);
+	if (err == 0 && out && PQntuples(res) == 1) {
+		*out = res;
+		res = NULL;
+	}
 done:
 	if (err < 0)
 		orc_log(ORC_LOG_ERROR, "cannot store the job result", "job_id", job_id, NULL);
+	PQclear(res);
 	json_object_put(ev);
 	return err;
 }
@@ -318,8 +335,10 @@ static void call_stream(struct job_outcome *o, json_object **resp, const struct 
 	api_job_stream_release(&js);
 }
 
-/* Run the claimed job: with sink, streaming its output lines there. */
-static int run(const char *job_id, const char *request_id, const struct api_job_sink *sink)
+/* Run the claimed job: with sink, streaming its output lines there; *out
+ * (if not NULL) as store() leaves it. */
+static int run(PGresult **out, const char *job_id, const char *request_id,
+	       const struct api_job_sink *sink)
 {
 	struct job_outcome o;
 	struct orc_agent_req req;
@@ -361,7 +380,8 @@ static int run(const char *job_id, const char *request_id, const struct api_job_
 		orc_logf(ORC_LOG_DEBUG, "job %s finished: %s in %lld ms", job_id, o.status,
 			 (long long)(orc_mono_ms() - t0));
 	since = orc_mono_ms();
-	while ((err = store(job_id, &o, request_id)) == ORC_EUNAVAIL && orc_mono_ms() - since < DB_RETRY_MS)
+	while ((err = store(out, job_id, &o, request_id)) == ORC_EUNAVAIL &&
+	       orc_mono_ms() - since < DB_RETRY_MS)
 		usleep(DB_RETRY_PAUSE_US);
 	json_object_put(resp);
 	free(body);
@@ -369,12 +389,13 @@ static int run(const char *job_id, const char *request_id, const struct api_job_
 	return err;
 }
 
-int api_job_run(const char *job_id, const char *request_id)
+int api_job_run(PGresult **out, const char *job_id, const char *request_id)
 {
-	return run(job_id, request_id, NULL);
+	return run(out, job_id, request_id, NULL);
 }
 
-int api_job_run_stream(const char *job_id, const char *request_id, const struct api_job_sink *sink)
+int api_job_run_stream(PGresult **out, const char *job_id, const char *request_id,
+		       const struct api_job_sink *sink)
 {
-	return run(job_id, request_id, sink);
+	return run(out, job_id, request_id, sink);
 }

@@ -230,19 +230,22 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const 
 	return 0;
 }
 
-static int try_run(struct api_lane_entry *e, const struct api_job_sink *sink)
+static int try_run(PGresult **out, struct api_lane_entry *e, const struct api_job_sink *sink)
 {
 	const char *rid = e->request_id[0] ? e->request_id : NULL;
 
-	return sink ? api_job_run_stream(e->job_id, rid, sink) : api_job_run(e->job_id, rid);
+	return sink ? api_job_run_stream(out, e->job_id, rid, sink) : api_job_run(out, e->job_id, rid);
 }
 
-int api_lane_run(struct api_lane_entry *e, int64_t deadline_ms, const struct api_job_sink *sink)
+int api_lane_run(PGresult **out, struct api_lane_entry *e, int64_t deadline_ms,
+		 const struct api_job_sink *sink)
 {
 	struct timespec ts;
 	int64_t until;
 	int done;
 
+	if (out)
+		*out = NULL;
 	pthread_mutex_lock(&L.lock);
 	for (;;) {
 		while (!e->turn && orc_mono_ms() < deadline_ms) {
@@ -262,7 +265,7 @@ int api_lane_run(struct api_lane_entry *e, int64_t deadline_ms, const struct api
 		}
 		e->turn = 0;
 		pthread_mutex_unlock(&L.lock);
-		done = try_run(e, sink) != API_EAGAIN;
+		done = try_run(out, e, sink) != API_EAGAIN;
 		pthread_mutex_lock(&L.lock);
 		lane_try_end(e, done);
 		if (done)
@@ -312,7 +315,7 @@ static void *worker_main(void *arg)
 		if (!L.run_head)
 			L.run_tail = NULL;
 		pthread_mutex_unlock(&L.lock);
-		done = try_run(e, NULL) != API_EAGAIN;
+		done = try_run(NULL, e, NULL) != API_EAGAIN;
 		pthread_mutex_lock(&L.lock);
 		lane_try_end(e, done);
 		pthread_mutex_unlock(&L.lock);
