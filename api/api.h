@@ -308,6 +308,13 @@ int api_job_run(PGresult **out, const char *job_id, const char *request_id);
 /* The same, the output streamed to sink as it comes (job_stream.c). */
 int api_job_run_stream(PGresult **out, const char *job_id, const char *request_id,
 		       const struct api_job_sink *sink);
+/*
+ * Run a job that the statement accepting it already claimed (exec.c): job
+ * is that statement's answer, in claim()'s layout (job_run.c); the caller
+ * keeps it. Otherwise as api_job_run_stream (sink may be NULL).
+ */
+int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const char *request_id,
+			const struct api_job_sink *sink);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
 

@@ -9,9 +9,12 @@
  * job of the sandbox accepted before it has ended, on any replica:
  *   wait: false  -> {"job_id", "status": "queued"}; a worker runs it.
  *   wait: true   -> this thread runs it when its turn comes and answers with
- *                   the finished job; if its turn does not come within
- *                   timeout_seconds + 30 s, a worker takes it over and the
- *                   answer is the unfinished job (status queued/running).
+ *                   the finished job (from the statement storing it); if its
+ *                   turn does not come within timeout_seconds + 30 s, a
+ *                   worker takes it over and the answer is the unfinished
+ *                   job (status queued/running). When its turn has come
+ *                   already, the accepting statement claims it too and it
+ *                   runs at once, without a lane.
  * Idempotency-Key: a retry gets the first job (waited on like the first
  * call), and the command never runs twice.
  */
@@ -137,13 +140,26 @@ static char *event_data(const struct exec_req *x)
  * Incrementing sandboxes.job_seq locks the sandbox row until this statement
  * commits, so jobs of one sandbox commit in seq order (job_run.c relies on
  * it); a failed statement takes its number back.
+ *
+ * With claim set (wait: true), the same statement also claims the job when
+ * its turn has come already, which is the common case of one caller per
+ * sandbox: one commit instead of two. *claimed_out then gets the job in
+ * claim()'s layout (job_run.c) for api_job_run_claimed; else it stays NULL
+ * and the job waits in its lane as usual. The turn has come when no job of
+ * the sandbox is queued or running in this statement's snapshot and that
+ * snapshot already holds every earlier job: the job_seq it read (s) is one
+ * below the one the increment took (n). The increment may have waited for
+ * another accept's lock, and that job, committed after the snapshot, would
+ * be invisible to it; then the seqs differ and the lane's claim decides.
+ * Jobs that end after the snapshot only make the test stricter.
  */
-static int insert_job(int64_t *seq_out, PGconn *db, struct api_req *r, const struct exec_req *x,
-		      const char *job_id, char *msg, size_t msglen)
+static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
+		      const struct exec_req *x, const char *job_id, int claim, char *msg,
+		      size_t msglen)
 {
 	char tenant[24], timeout[24], lease[24], *data = event_data(x);
-	const char *params[15];
-	int lengths[15] = { 0 }, formats[15] = { 0 };
+	const char *params[16];
+	int lengths[16] = { 0 }, formats[16] = { 0 };
 	PGresult *res = NULL;
 	int err;
 
@@ -167,32 +183,49 @@ static int insert_job(int64_t *seq_out, PGconn *db, struct api_req *r, const str
 	params[13] = r->request_id;
 	snprintf(lease, sizeof(lease), "%d", LEASE_S);
 	params[14] = lease;
+	params[15] = claim ? "true" : "false";
 	err = orc_pg_query_bin(&res, db,
-		"WITH s AS (SELECT id, tenant_id, state, state_message FROM sandboxes"
+		"WITH s AS (SELECT id, tenant_id, state, state_message, job_seq FROM sandboxes"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted')),"
 		" n AS (UPDATE sandboxes SET job_seq = job_seq + 1 WHERE id = $1 AND tenant_id = $2"
-		" AND state = 'ready' RETURNING id, tenant_id, job_seq),"
+		" AND state = 'ready'"
+		" RETURNING id, tenant_id, job_seq, agent_address, agent_token, env, workdir),"
+		" t AS (SELECT n.*, $16::boolean AND n.agent_address IS NOT NULL"
+		" AND n.job_seq = (SELECT s.job_seq + 1 FROM s)"
+		" AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = $1"
+		" AND o.status IN ('queued', 'running')) AS turn FROM n),"
 		" j AS (INSERT INTO jobs (id, sandbox_id, tenant_id, command, cwd, env, login_shell,"
-		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key, seq)"
-		" SELECT $3, n.id, n.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
-		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12, n.job_seq"
-		" FROM n RETURNING id, sandbox_id, tenant_id, seq),"
+		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key, seq,"
+		" status, started_at)"
+		" SELECT $3, t.id, t.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
+		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12, t.job_seq,"
+		" CASE WHEN t.turn THEN 'running' ELSE 'queued' END,"
+		" CASE WHEN t.turn THEN clock_timestamp() END"
+		" FROM t RETURNING id, sandbox_id, tenant_id, seq, status, command, cwd, env,"
+		" login_shell, stdin, timeout_seconds),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id,"
 		" request_id) SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.accept', $13::jsonb,"
 		" $11::bigint, nullif($14, '') FROM j)"
-		" SELECT s.state, coalesce(s.state_message, ''), j.id IS NOT NULL, j.seq"
-		" FROM s LEFT JOIN j ON true",
-		15, params, lengths, formats);
+		/* columns 0-10: claim()'s layout (job_run.c) */
+		" SELECT t.agent_address, t.agent_token, j.command, j.cwd, j.env, j.login_shell,"
+		" j.stdin, j.timeout_seconds, t.env AS sandbox_env, t.workdir,"
+		" CASE WHEN j.status = 'running' THEN 'run' ELSE 'wait' END,"
+		" s.state, coalesce(s.state_message, ''), j.id IS NOT NULL, j.seq"
+		" FROM s LEFT JOIN j ON true LEFT JOIN t ON true",
+		16, params, lengths, formats);
 	free(data);
 	if (err < 0)
 		return err;
 	if (PQntuples(res) != 1)
 		err = ORC_ENOTFOUND;
-	else if (strcmp(PQgetvalue(res, 0, 2), "t")) {
-		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	else if (strcmp(PQgetvalue(res, 0, 13), "t")) {
+		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 11), PQgetvalue(res, 0, 12));
 		err = API_ENOTREADY;
-	} else if (orc_parse_i64(seq_out, PQgetvalue(res, 0, 3), 1, INT64_MAX) < 0) {
+	} else if (orc_parse_i64(seq_out, PQgetvalue(res, 0, 14), 1, INT64_MAX) < 0) {
 		err = ORC_ERROR;
+	} else if (!strcmp(PQgetvalue(res, 0, 10), "run")) {
+		*claimed_out = res;
+		return 0;
 	}
 	PQclear(res);
 	return err;
@@ -256,6 +289,22 @@ static int reply_not_ready(struct api_req *r, const char *msg)
 			       "it with GET /sandboxes/%s/wait", r->id, (int)n, msg, r->id);
 }
 
+/*
+ * Run a wait: true job on this thread: at once if accepting it claimed it,
+ * else when its turn comes in its lane. *out: the row this thread stored,
+ * or NULL (it did not run here, or was reaped meanwhile): read the job.
+ */
+static void run_sync(PGresult **out, struct api_lane_entry *lane, PGresult *claimed,
+		     struct api_req *r, const struct exec_req *x, const char *job_id,
+		     const struct api_job_sink *sink)
+{
+	*out = NULL;
+	if (claimed)
+		api_job_run_claimed(out, claimed, job_id, r->request_id[0] ? r->request_id : NULL, sink);
+	else
+		api_lane_run(out, lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000, sink);
+}
+
 /* ---- streaming (stream: true or Accept: application/x-ndjson) ------------ */
 
 static int sink_line(void *arg, const char *s, size_t n)
@@ -279,8 +328,8 @@ static void stream_obj(struct api_req *r, json_object *o)
  * answers (unfinished if its turn did not come in time). The job is the
  * same as without streaming: stored, evented, replayable.
  */
-static int run_streaming(struct api_req *r, struct api_lane_entry *lane, const struct exec_req *x,
-			 const char *job_id)
+static int run_streaming(struct api_req *r, struct api_lane_entry *lane, PGresult *claimed,
+			 const struct exec_req *x, const char *job_id)
 {
 	struct api_job_sink sink = { sink_line, r };
 	json_object *o;
@@ -291,7 +340,7 @@ static int run_streaming(struct api_req *r, struct api_lane_entry *lane, const s
 	json_object_object_add(o, "type", json_object_new_string("job"));
 	json_object_object_add(o, "job_id", json_object_new_string(job_id));
 	stream_obj(r, o);
-	api_lane_run(&res, lane, orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000, &sink);
+	run_sync(&res, lane, claimed, r, x, job_id, &sink);
 	o = json_object_new_object();
 	if (res || (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1)) {
 		json_object_object_add(o, "type", json_object_new_string("exit"));
@@ -310,7 +359,7 @@ int api_exec_post(struct api_req *r)
 	struct api_lane_entry *lane = NULL;
 	struct exec_req x;
 	json_object *body;
-	PGresult *res = NULL;
+	PGresult *res = NULL, *claimed = NULL;
 	PGconn *db = NULL;
 	char msg[512], job_id[37];
 	int64_t seq = 0;
@@ -328,7 +377,7 @@ int api_exec_post(struct api_req *r)
 			goto replayed;
 	}
 	new_job_id(job_id);
-	err = insert_job(&seq, db, r, &x, job_id, msg, sizeof(msg));
+	err = insert_job(&claimed, &seq, db, r, &x, job_id, x.wait, msg, sizeof(msg));
 	if (err == ORC_ECONFLICT && x.idempotency_key) {
 		/* a concurrent retry with the same key inserted first */
 		err = replay(r, &x, &db);
@@ -350,7 +399,9 @@ int api_exec_post(struct api_req *r)
 		err = api_reply_error(r, err, "cannot accept the command");
 		goto done;
 	}
-	if ((err = api_lane_enqueue(&lane, r->id, job_id, seq, r->request_id, x.wait)) < 0) {
+	/* A job claimed at once needs no lane: the next one of the sandbox
+	 * sees it running and waits for its orchard_lane. */
+	if (!claimed && (err = api_lane_enqueue(&lane, r->id, job_id, seq, r->request_id, x.wait)) < 0) {
 		api_job_abandon(job_id, "the server is overloaded; the job was not started");
 		err = api_reply_error(r, err, "too many jobs queued; retry later");
 		goto done;
@@ -360,11 +411,10 @@ int api_exec_post(struct api_req *r)
 		goto done;
 	}
 	if (x.stream) {
-		err = run_streaming(r, lane, &x, job_id);
+		err = run_streaming(r, lane, claimed, &x, job_id);
 		goto done;
 	}
-	/* The row this thread stored, or (it did not run here) a read. */
-	api_lane_run(&res, lane, orc_mono_ms() + (x.timeout + WAIT_SLACK_S) * 1000, NULL);
+	run_sync(&res, lane, claimed, r, &x, job_id, NULL);
 	if (!res && (err = api_job_fetch(&res, r->tenant_id, job_id)) < 0) {
 		err = api_reply_error(r, err, "cannot read job %s", job_id);
 		goto done;
@@ -375,6 +425,7 @@ replayed:
 	if (!r->replied)
 		err = api_reply_error(r, err, "cannot look up the Idempotency-Key");
 done:
+	PQclear(claimed);
 	orc_pg_pool_release(&api_server.db, db);
 	return err;
 }

@@ -131,7 +131,9 @@ void api_job_abandon(const char *job_id, const char *why)
  * the sandbox: seq order is commit order, so a claim whose snapshot shows
  * every earlier job ended cannot overlap any of them, and a later job's
  * claim sees this one queued or running until it has ended. One statement
- * also says why a job was not claimed.
+ * also says why a job was not claimed. The statement accepting a wait: true
+ * job (exec.c) claims it itself when its turn has come already, and answers
+ * in this statement's layout for api_job_run_claimed.
  *
  * 0 with *out (the agent's address and token and the job's fields);
  * API_EAGAIN: not its turn yet, or the database is unavailable; try again
@@ -335,26 +337,23 @@ static void call_stream(struct job_outcome *o, json_object **resp, const struct 
 	api_job_stream_release(&js);
 }
 
-/* Run the claimed job: with sink, streaming its output lines there; *out
- * (if not NULL) as store() leaves it. */
-static int run(PGresult **out, const char *job_id, const char *request_id,
-	       const struct api_job_sink *sink)
+/*
+ * Run a claimed job (job: its row in claim()'s layout, which the accepting
+ * statement of exec.c also answers in): with sink, streaming its output
+ * lines there; *out (if not NULL) as store() leaves it. Declared in api.h.
+ */
+int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const char *request_id,
+			const struct api_job_sink *sink)
 {
 	struct job_outcome o;
 	struct orc_agent_req req;
 	json_object *resp = NULL;
-	PGresult *job = NULL;
 	char *body = NULL;
 	int64_t timeout, t0, since;
 	int err;
 
 	memset(&o, 0, sizeof(o));
 	o.status = "failed";
-	if ((err = claim(&job, job_id)) < 0) {
-		if (err == API_ENOTREADY)
-			api_job_abandon(job_id, "the sandbox is not ready (it failed or is being deleted)");
-		return err;
-	}
 	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, 7), 1, 86400) < 0)
 		timeout = 300;
 	body = agent_body(job, job_id, timeout, sink != NULL);
@@ -385,6 +384,22 @@ static int run(PGresult **out, const char *job_id, const char *request_id,
 		usleep(DB_RETRY_PAUSE_US);
 	json_object_put(resp);
 	free(body);
+	return err;
+}
+
+/* Claim the job and run it. */
+static int run(PGresult **out, const char *job_id, const char *request_id,
+	       const struct api_job_sink *sink)
+{
+	PGresult *job = NULL;
+	int err;
+
+	if ((err = claim(&job, job_id)) < 0) {
+		if (err == API_ENOTREADY)
+			api_job_abandon(job_id, "the sandbox is not ready (it failed or is being deleted)");
+		return err;
+	}
+	err = api_job_run_claimed(out, job, job_id, request_id, sink);
 	PQclear(job);
 	return err;
 }
