@@ -231,6 +231,32 @@ def test_sync_and_async_jobs_share_one_order_across_replicas(stack, admin, sandb
     assert read_log(stack, admin, sandbox, log) == bracketed(range(1, len(plan) + 1))
 
 
+def test_concurrent_sync_callers_on_both_replicas_never_overlap(stack, admin, sandbox, replica_b):
+    """wait: true callers racing on both replicas: accepting a job may claim
+    it at once (exec.c) only when its turn has come, so however the accepts
+    interleave, the jobs run one at a time in seq (acceptance) order."""
+    import threading
+
+    b, log = Replica(stack, replica_b), new_log()
+    answers, threads = {}, []
+    for n in range(1, 13):
+        def call(n=n):
+            answers[n] = submit(stack, admin, b, "a" if n % 2 else "b", sandbox,
+                                log_command(log, n, "0.05"), wait=True)
+        threads.append(threading.Thread(target=call))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(answers) == list(range(1, 13)), answers
+    for n, (status, job) in answers.items():
+        assert status == 200 and job["status"] == "succeeded", (n, status, job)
+    seq = {n: int(stack.scalar("SELECT seq FROM jobs WHERE id = '%s'" % job["job_id"]))
+           for n, (status, job) in answers.items()}
+    order = sorted(seq, key=seq.get)
+    assert read_log(stack, admin, sandbox, log) == bracketed(order)
+
+
 def test_cancelled_waiting_job_does_not_block_the_rest(stack, admin, sandbox, replica_b):
     """A job waiting for its turn behind another replica's job is cancelled
     at once (it never starts), and the jobs after it still run in order."""
