@@ -264,6 +264,8 @@ API_FAMILIES = {
     "orchard_api_db_pool_in_use": "gauge",
     "orchard_api_db_pool_waits_total": "counter",
     "orchard_api_db_pool_timeouts_total": "counter",
+    "orchard_api_db_statements_prepared_total": "counter",
+    "orchard_api_db_prepared_executions_total": "counter",
     "orchard_sandboxes": "gauge",
     "orchard_jobs": "gauge",
 }
