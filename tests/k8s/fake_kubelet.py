@@ -256,6 +256,13 @@ class Kubelet:
             return
         code = handle.poll()
         if code is not None:
+            # Exited on its own, or stopped on purpose (terminate(), a
+            # delete): those pop the handle before stopping it and report
+            # their own exit, which this probe must not overwrite.
+            with self.lock:
+                if self.procs.get((ns, name)) is not handle:
+                    return
+                del self.procs[(ns, name)]
             if code < 0:            # killed by a signal: 128 + N, as a kubelet says
                 code = 128 - code
             self.terminate(ns, name, exit_code=code,
