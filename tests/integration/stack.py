@@ -11,6 +11,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -149,6 +150,25 @@ class Stack:
     def down(self):
         r = self._script("down", timeout=120)
         return r
+
+    def start(self):
+        """up() for a pytest fixture: a stack that cannot start is taken down
+        and removed, and the test fails with why."""
+        try:
+            return self.up()
+        except Exception as e:
+            import pytest
+            r = self.down()
+            self.remove()
+            pytest.fail("could not start the stack: %s\n(down: %s)" % (e, r.stderr), pytrace=False)
+
+    def close(self):
+        """down() and remove() at a fixture's end; a failing down is reported
+        with the logs' ends."""
+        r = self.down()
+        if r.returncode != 0:
+            print("stack.sh down failed: %s\n%s" % (r.stderr, log_tails(self.var)), file=sys.stderr)
+        self.remove()
 
     def remove(self):
         if os.environ.get("ORCHARD_SAN_LOG_DIR"):

@@ -25,15 +25,9 @@ THREADS = 2
 def lean():
     """A stack whose api has THREADS request threads."""
     s = Stack(env={"ORCHARD_API_THREADS": str(THREADS)})
-    try:
-        s.up()
-    except Exception as e:
-        r = s.down()
-        s.remove()
-        pytest.fail("could not start the stack: %s\n(down: %s)" % (e, r.stderr), pytrace=False)
+    s.start()
     yield s
-    s.down()
-    s.remove()
+    s.close()
 
 
 def api_pid(stack):

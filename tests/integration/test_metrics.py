@@ -14,7 +14,7 @@ import uuid
 import pytest
 import requests
 
-from stack import Stack, free_port, log_tails
+from stack import Stack, free_port
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
@@ -207,21 +207,14 @@ def mstack():
     old = os.environ.get("ORCHARD_CONTROLLER_METRICS")
     os.environ["ORCHARD_CONTROLLER_METRICS"] = s.controller_metrics
     try:
-        s.up()
-    except Exception as e:
-        r = s.down()
-        s.remove()
-        pytest.fail("could not start the stack: %s\n(down: %s)" % (e, r.stderr), pytrace=False)
+        s.start()
     finally:
         if old is None:
             del os.environ["ORCHARD_CONTROLLER_METRICS"]
         else:
             os.environ["ORCHARD_CONTROLLER_METRICS"] = old
     yield s
-    r = s.down()
-    if r.returncode != 0:
-        print("stack.sh down failed: %s\n%s" % (r.stderr, log_tails(s.var)))
-    s.remove()
+    s.close()
 
 
 @pytest.fixture(scope="module")

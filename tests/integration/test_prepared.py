@@ -11,11 +11,10 @@ read at start).
 """
 import os
 import subprocess
-import sys
 
 import pytest
 
-from stack import Stack, log_tails, make_tmpdir
+from stack import Stack, make_tmpdir
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
@@ -26,20 +25,12 @@ def start(monkeypatch, prepare):
     else:
         monkeypatch.setenv("ORCHARD_PG_PREPARE", prepare)
     s = Stack(make_tmpdir("orc-prep-"))
-    try:
-        s.up()
-    except Exception as e:
-        r = s.down()
-        s.remove()
-        pytest.fail("could not start the stack: %s\n(down: %s)" % (e, r.stderr), pytrace=False)
+    s.start()
     return s
 
 
 def stop(s):
-    r = s.down()
-    if r.returncode != 0:
-        print("stack.sh down failed: %s\n%s" % (r.stderr, log_tails(s.var)), file=sys.stderr)
-    s.remove()
+    s.close()
 
 
 @pytest.fixture()

@@ -34,17 +34,9 @@ from stack import Stack, log_tails, make_tmpdir  # noqa: E402
 @pytest.fixture()
 def private_stack():
     s = Stack(make_tmpdir("orc-rel-"))
-    try:
-        s.up()
-    except Exception as e:
-        r = s.down()
-        s.remove()
-        pytest.fail("could not start the stack: %s\n(down: %s)" % (e, r.stderr), pytrace=False)
+    s.start()
     yield s
-    r = s.down()
-    if r.returncode != 0:
-        print("stack.sh down failed: %s\n%s" % (r.stderr, log_tails(s.var)), file=sys.stderr)
-    s.remove()
+    s.close()
 
 
 @pytest.hookimpl(hookwrapper=True)
