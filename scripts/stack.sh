@@ -460,6 +460,15 @@ controller_start() {
 		ORCHARD_CONTROLLER_METRICS="$CTL_METRICS" "$BIN/orchard-controller"
 }
 
+# gone NAME: NAME's process is not running, seen twice 0.2 s apart (nginx
+# truncates and rewrites its own pid file at start: one empty read is not
+# an exit).
+gone() {
+	pid_alive "$1" >/dev/null && return 1
+	sleep 0.2
+	! pid_alive "$1" >/dev/null
+}
+
 wait_healthy() {
 	local i
 	for ((i = 0; i < 150; i++)); do
@@ -467,11 +476,11 @@ wait_healthy() {
 			"https://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
 			return 0
 		fi
-		pid_alive nginx >/dev/null || {
+		gone nginx && {
 			tail -n 20 "$LOG/nginx-error.log" >&2 || true
 			die "nginx exited; see $LOG/nginx-error.log"
 		}
-		pid_alive api >/dev/null || {
+		gone api && {
 			tail -n 20 "$LOG/api.log" >&2 || true
 			die "orchard-api exited; see $LOG/api.log"
 		}
