@@ -716,6 +716,15 @@ BUSYBOX_APPLETS = ("sh", "ls", "cat", "echo", "sleep", "stty", "env", "pwd", "mk
                    "true", "printf", "head", "wc", "tty")
 
 
+def build_bundle(tmp_path):
+    """scripts/agent-bundle.sh of the agent under test into tmp_path/bundle."""
+    bundle = tmp_path / "bundle"
+    r = subprocess.run([os.path.join(REPO, "scripts", "agent-bundle.sh"), str(bundle)],
+                       capture_output=True, text=True, env=dict(os.environ, ORCHARD_AGENT_BIN=AGENT))
+    assert r.returncode == 0, r.stderr
+    return bundle
+
+
 def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
     """scripts/agent-bundle.sh, then the agent in a root holding only a
     static busybox (no libc, no bash, no git) under bubblewrap: health, exec
@@ -726,10 +735,7 @@ def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
         pytest.skip("no static busybox: apt-get install busybox-static")
     if not shutil.which("bwrap"):
         pytest.skip("bubblewrap is not installed")
-    bundle = tmp_path / "bundle"
-    r = subprocess.run([os.path.join(REPO, "scripts", "agent-bundle.sh"), str(bundle)],
-                       capture_output=True, text=True, env=dict(os.environ, ORCHARD_AGENT_BIN=AGENT))
-    assert r.returncode == 0, r.stderr
+    bundle = build_bundle(tmp_path)
     command = (bundle / "command").read_text().split()
     assert command == ["/run/orchard-agent/ld-linux-x86-64.so.2", "--inhibit-cache", "--library-path",
                        "/run/orchard-agent/lib", "/run/orchard-agent/orchard-agent"]
@@ -810,10 +816,7 @@ def test_bundled_agent_without_libgit2_names_it_and_serves_the_rest(tmp_path):
     calls with a 500 naming the library."""
     if not shutil.which("bwrap"):
         pytest.skip("bubblewrap is not installed")
-    bundle = tmp_path / "bundle"
-    r = subprocess.run([os.path.join(REPO, "scripts", "agent-bundle.sh"), str(bundle)],
-                       capture_output=True, text=True, env=dict(os.environ, ORCHARD_AGENT_BIN=AGENT))
-    assert r.returncode == 0, r.stderr
+    bundle = build_bundle(tmp_path)
     gone = list((bundle / "lib").glob("libgit2.so.*"))
     assert len(gone) == 1 and (bundle / "lib" / "libarchive.so.13").exists()
     gone[0].unlink()
