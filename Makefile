@@ -54,7 +54,8 @@ LIB_SRC = $(wildcard lib/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=$(OBJDIR)/%.o)
 LIB_A = $(OBJDIR)/liborchard.a
 
-PROGRAMS = $(BINDIR)/orchard-api $(BINDIR)/orchard-controller $(BINDIR)/orchard-agent \
+PROGRAMS = $(BINDIR)/orchard-api $(BINDIR)/orchard-controller $(BINDIR)/orchard-watchdog \
+	$(BINDIR)/orchard-agent \
 	$(BINDIR)/orchardctl $(BINDIR)/orchard-admin
 
 api_SRC = $(wildcard api/*.c)
@@ -97,6 +98,14 @@ endef
 $(eval $(call program,orchard-api,api))
 $(eval $(call program,orchard-controller,controller))
 $(eval $(call program,orchard-agent,agent))
+
+# The first process of every local sandbox (controller/watchdog/main.c):
+# static and libc-only so that it starts fast, and without sanitizers even
+# in bin-san/ (a static binary cannot carry them). It uses no liborchard.
+$(BINDIR)/orchard-watchdog: controller/watchdog/main.c
+	@mkdir -p $(BINDIR)
+	$(QUIET_LINK)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -O2 -g -include lib/banned.h \
+		-static -o $@ $<
 $(eval $(call program,orchardctl,cli))
 $(eval $(call program,orchard-admin,admin))
 $(eval $(call program,orchard-bench,bench))

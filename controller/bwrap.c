@@ -90,13 +90,14 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 {
 	size_t i;
 
-	ctl_strv_push(a, s->timeout_bin);
-	ctl_strv_push(a, "--foreground");  /* signal bwrap only, not our group */
-	push3(a, "-s", "KILL", NULL);
-	ctl_strv_pushf(a, "%llds", (long long)(s->hard_deadline_s > 0 ? s->hard_deadline_s : 1));
 	ctl_strv_push(a, s->bwrap);
-	/* The sandbox dies with bwrap, and bwrap with its parent (timeout). */
+	/* The sandbox dies with bwrap, and bwrap with its parent (the
+	 * watchdog, spawn.c). */
 	ctl_strv_push(a, "--die-with-parent");
+	/* The agent is the pid namespace's init (it reaps orphans and
+	 * handles its signals itself: agent/main.c): no bwrap init between,
+	 * one process less per sandbox. */
+	ctl_strv_push(a, "--as-pid-1");
 	/* Namespaces: root inside is the unprivileged sandbox uid outside. */
 	ctl_strv_push(a, "--unshare-user");
 	ctl_strv_push(a, "--disable-userns");

@@ -34,6 +34,8 @@ static const char usage[] =
 	"  --agent-bundle DIR      agent for imported images (ORCHARD_AGENT_BUNDLE, default:\n"
 	"                          <agent-bin>.bundle; make it with scripts/agent-bundle.sh)\n"
 	"  --bwrap PATH            bubblewrap binary         (ORCHARD_BWRAP, default: bwrap in PATH)\n"
+	"                          every sandbox starts under orchard-watchdog (ORCHARD_WATCHDOG_BIN,\n"
+	"                          default: beside this program)\n"
 	"  --sandbox-uid UID       host uid of sandboxes     (ORCHARD_SANDBOX_UID, default 65534;\n"
 	"  --sandbox-gid GID       host gid of sandboxes     (ORCHARD_SANDBOX_GID)  root only)\n"
 	"  --sweep-interval-ms MS  full reconcile period     (ORCHARD_SWEEP_INTERVAL_MS, default 2000)\n"
@@ -80,20 +82,20 @@ static int parse_id(int64_t *out, const char *what, const char *v)
 	return 0;
 }
 
-/* "orchard-agent" in the directory of /proc/self/exe. */
-static char *default_agent_bin(void)
+/* name in the directory of /proc/self/exe (orchard-agent, orchard-watchdog). */
+static char *beside_self(const char *name)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	char *slash;
 
 	if (n <= 0)
-		return xstrdup("orchard-agent");
+		return xstrdup(name);
 	self[n] = '\0';
 	slash = strrchr(self, '/');
 	if (slash)
 		*slash = '\0';
-	return xasprintf("%s/orchard-agent", self);
+	return xasprintf("%s/%s", self, name);
 }
 
 /* execve() does not search PATH, so find bwrap once here. */
@@ -157,7 +159,8 @@ static int check(struct ctl_config *cfg)
 			cfg->state_dir);
 		return ORC_EINVALID;
 	}
-	if ((err = make_absolute(&cfg->agent_bundle)) < 0)
+	if ((err = make_absolute(&cfg->agent_bundle)) < 0 ||
+	    (err = make_absolute(&cfg->watchdog_bin)) < 0)
 		return err;
 	if (!cfg->image_dir || !*cfg->image_dir) {
 		/* "images" beside the state dir: the rule orchard-admin follows. */
@@ -190,6 +193,7 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	set_str(&cfg->database_url, getenv("ORCHARD_DATABASE_URL"));
 	set_str(&cfg->state_dir, getenv("ORCHARD_STATE_DIR"));
 	set_str(&cfg->agent_bin, getenv("ORCHARD_AGENT_BIN"));
+	set_str(&cfg->watchdog_bin, getenv("ORCHARD_WATCHDOG_BIN"));
 	set_str(&bwrap, getenv("ORCHARD_BWRAP"));
 	set_str(&cfg->image_dir, getenv("ORCHARD_IMAGE_DIR"));
 	set_str(&cfg->agent_bundle, getenv("ORCHARD_AGENT_BUNDLE"));
@@ -262,14 +266,17 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 
 	if (!cfg->agent_bin || !*cfg->agent_bin) {
 		free(cfg->agent_bin);
-		cfg->agent_bin = default_agent_bin();
+		cfg->agent_bin = beside_self("orchard-agent");
 	}
 	if (!cfg->agent_bundle || !*cfg->agent_bundle) {
 		free(cfg->agent_bundle);
 		cfg->agent_bundle = xasprintf("%s.bundle", cfg->agent_bin);
 	}
 	cfg->bwrap_bin = find_in_path(bwrap && *bwrap ? bwrap : "bwrap");
-	cfg->timeout_bin = find_in_path("timeout");
+	if (!cfg->watchdog_bin || !*cfg->watchdog_bin) {
+		free(cfg->watchdog_bin);
+		cfg->watchdog_bin = beside_self("orchard-watchdog");
+	}
 	cfg->sweep_interval_ms = sweep;
 	cfg->pids_max = pids;
 	if (geteuid() == 0) {
@@ -294,7 +301,7 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->state_dir, NULL);
 	set_str(&cfg->agent_bin, NULL);
 	set_str(&cfg->bwrap_bin, NULL);
-	set_str(&cfg->timeout_bin, NULL);
+	set_str(&cfg->watchdog_bin, NULL);
 	set_str(&cfg->driver, NULL);
 	set_str(&cfg->image_dir, NULL);
 	set_str(&cfg->agent_bundle, NULL);

@@ -13,7 +13,8 @@ struct ctl_config {
 	char *state_dir;         /* ORCHARD_STATE_DIR / --state-dir (absolute) */
 	char *agent_bin;         /* ORCHARD_AGENT_BIN / --agent-bin (absolute) */
 	char *bwrap_bin;         /* ORCHARD_BWRAP / --bwrap (default "bwrap" in PATH) */
-	char *timeout_bin;       /* coreutils timeout in PATH: the TTL watchdog */
+	char *watchdog_bin;      /* ORCHARD_WATCHDOG_BIN: every sandbox's first process and
+				  * TTL guard (default: orchard-watchdog beside the controller) */
 	char *driver;            /* --driver (default "local") */
 	uid_t sandbox_uid;       /* ORCHARD_SANDBOX_UID (root only; default 65534) */
 	gid_t sandbox_gid;       /* ORCHARD_SANDBOX_GID (root only; default 65534) */

@@ -3,7 +3,7 @@
  * orchard-agent, with its host state in $ORCHARD_STATE_DIR/<id>/:
  *
  *   <id>/            root, 0711
- *     handle         "<pid>:<starttime>" of the pid-namespace init (root, 0600)
+ *     handle         "<pid>:<starttime>" of its orchard-watchdog (root, 0600)
  *     cgroup         the sandbox's cgroup directories, one per line (root, 0600)
  *     agent.log      the agent's (and bwrap's) stdout and stderr
  *     run/           sandbox uid, 0700: token (0600), agent.sock  -> /run/orchard
@@ -176,9 +176,10 @@ static int local_init(struct ctl_driver *d)
 		err = ORC_ERROR;
 		goto done;
 	}
-	if (access(cfg->timeout_bin, X_OK) < 0) {
-		orc_log(ORC_LOG_ERROR, "coreutils timeout not found in PATH: it is every "
-			"sandbox's watchdog (apt-get install coreutils)", "path", cfg->timeout_bin, NULL);
+	if (access(cfg->watchdog_bin, X_OK) < 0) {
+		orc_log(ORC_LOG_ERROR, "orchard-watchdog not found: it is every sandbox's first "
+			"process (make builds it beside orchard-controller; ORCHARD_WATCHDOG_BIN)",
+			"path", cfg->watchdog_bin, NULL);
 		err = ORC_ERROR;
 		goto done;
 	}
@@ -447,6 +448,8 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 		struct scan_kill sk = { id, 0 };
 		ctl_proc_scan_bwrap(d->cfg->state_dir, scan_kill_fn, &sk);
 	}
+	/* A killed watchdog is our zombie (spawn.c) until reaped. */
+	ctl_spawn_reap();
 	if (err < 0) {
 		orc_log(ORC_LOG_ERROR, "sandbox did not die after SIGKILL", "sandbox_id", id, NULL);
 		return err;
@@ -609,20 +612,21 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		char *root = imported ? xasprintf("%s/root", dir) : NULL;
 		struct ctl_bwrap_spec spec = {
 			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
-			sb->block_network, CTL_SPAWN_SECCOMP_FD, d->cfg->timeout_bin,
-			sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 1,
+			sb->block_network, CTL_SPAWN_SECCOMP_FD,
 			root, d->cfg->agent_bundle, &agent_cmd,
 		};
 		ctl_bwrap_argv(&argv, &spec);
 		free(root);
 	}
 	sp = (struct ctl_spawn){
+		d->cfg->watchdog_bin, sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 1,
 		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
 		d->cfg->sandbox_uid, d->cfg->sandbox_gid,
 		procs.n ? procs.v : NULL, scfd,
 	};
 	local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);
-	if ((err = ctl_spawn_detached(&watchdog, &sp)) < 0) {
+	ctl_spawn_reap();
+	if ((err = ctl_spawn_sandbox(&watchdog, &sp)) < 0) {
 		why = local_diagnose(d, sb->id);
 		sb->error = xasprintf("launching bubblewrap failed%s%s", why ? ": " : "", why ? why : "");
 		free(why);
@@ -709,6 +713,7 @@ static int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout)
 	int fd;
 	DIR *dir;
 
+	ctl_spawn_reap();
 	if ((fd = dup(L(d)->state_fd)) < 0)
 		return ORC_ERROR;
 	if (!(dir = fdopendir(fd))) {

@@ -38,8 +38,6 @@ struct ctl_bwrap_spec {
 	const char *agent_bin;      /* host path of orchard-agent */
 	int block_network;
 	int seccomp_fd;             /* fd number of the BPF filter in the child, or -1 */
-	const char *timeout_bin;    /* coreutils timeout: the watchdog */
-	int64_t hard_deadline_s;    /* kill the sandbox this long after launch (> 0) */
 	/* An imported image (image.h): root is bound as "/" (writable: the
 	 * sandbox's private layer) instead of the host layout, and the agent
 	 * is agent_cmd from the bundle dir agent_bundle. NULL for `host`. */
@@ -49,27 +47,26 @@ struct ctl_bwrap_spec {
 };
 
 /*
- * The whole command line for one sandbox, agent included:
- * `timeout --foreground -s KILL <hard_deadline_s>s bwrap --die-with-parent ...`.
- * timeout (the watchdog, the process the driver's handle names) SIGKILLs
- * bwrap at the deadline, and bwrap's --die-with-parent takes the
- * namespace's init, hence the whole sandbox, with it, whether or not a
- * controller is running. Killing the watchdog destroys the sandbox the
- * same way.
+ * bubblewrap's whole command line for one sandbox, agent included:
+ * `bwrap --die-with-parent ...`. Its parent is the sandbox's watchdog
+ * (spawn.c); bwrap dies with it and takes the namespace's init, hence
+ * the whole sandbox, along.
  */
 void ctl_bwrap_argv(struct ctl_strv *out, const struct ctl_bwrap_spec *spec);
 
 /* ---- spawn.c ---------------------------------------------------------- */
 
 struct ctl_spawn {
-	char *const *argv;          /* argv[0] is an absolute path */
+	const char *watchdog;       /* orchard-watchdog (absolute) */
+	int64_t ttl_s;              /* the watchdog kills the sandbox after this (> 0) */
+	char *const *argv;          /* what it starts: bwrap ...; argv[0] absolute */
 	char *const *envp;
 	int log_fd;                 /* becomes stdout and stderr */
-	int drop_privileges;        /* setgroups(0)/setgid/setuid before exec */
+	int drop_privileges;        /* the watchdog setuids to uid/gid */
 	uid_t uid;
 	gid_t gid;
-	char *const *cgroup_procs;  /* NULL-terminated: cgroup.procs files to join
-				     * before exec (while still privileged); or NULL */
+	char *const *cgroup_procs;  /* NULL-terminated: cgroup.procs files the watchdog
+				     * joins (while still privileged); or NULL */
 	int seccomp_fd;             /* becomes CTL_SPAWN_SECCOMP_FD in the child; -1: none */
 };
 
@@ -77,13 +74,19 @@ struct ctl_spawn {
 #define CTL_SPAWN_SECCOMP_FD 3
 
 /*
- * Start argv detached from the controller (fork, setsid, fork: its own
- * session, reparented away from us, so it survives our death). Returns
- * at once with its pid in *out, before it has joined its cgroups or
- * exec'd; if one of those fails, the reason goes to log_fd and the
- * process exits. ORC_ERROR (logged) when we could not fork.
+ * Start a sandbox: orchard-watchdog (controller/watchdog/main.c) in its
+ * own session, which joins the cgroups, drops privileges and starts argv.
+ * posix_spawn does not copy our address space, and we do not wait for the
+ * cgroup joins. The watchdog is our child until we die (then init's): call
+ * ctl_spawn_reap() now and then. Returns its pid in *out; a failure after
+ * exec goes to log_fd and the watchdog exits. ORC_ERROR (logged) when
+ * nothing could be started.
  */
-int ctl_spawn_detached(pid_t *out, const struct ctl_spawn *sp);
+int ctl_spawn_sandbox(pid_t *out, const struct ctl_spawn *sp);
+
+/* Collect the exit status of every watchdog that has ended, so that none
+ * stays a zombie (a zombie counts as dead: procfs.c). */
+void ctl_spawn_reap(void);
 
 /* ---- procfs.c --------------------------------------------------------- */
 

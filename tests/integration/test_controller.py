@@ -212,11 +212,12 @@ def pid_gone(pid):
 
 
 def ns_init_of(handle):
-    """The driver handle names the watchdog (timeout); its child is bwrap's
-    monitor, whose child is the init of the sandbox's pid namespace."""
+    """The driver handle names the watchdog (orchard-watchdog); its child is
+    bwrap's monitor, whose child is the init of the sandbox's pid namespace
+    (the agent: bwrap --as-pid-1)."""
     watchdog, _ = pid_of(handle)
     with open("/proc/%d/cmdline" % watchdog, "rb") as f:
-        assert f.read().split(b"\0")[0].endswith(b"timeout")
+        assert f.read().split(b"\0")[0].endswith(b"/orchard-watchdog")
     outer = wait_for(lambda: children_of(watchdog), what="bwrap under the watchdog")[0]
     return wait_for(lambda: children_of(outer), what="the namespace init")[0]
 
@@ -421,11 +422,13 @@ def test_sandbox_is_isolated(env, ready_sandbox):
     pid = ns_init_of(row["driver_handle"])
     for ns in ("pid", "user", "mnt", "ipc", "uts", "net"):
         assert os.readlink("/proc/%d/ns/%s" % (pid, ns)) != os.readlink("/proc/self/ns/" + ns), ns
-    pids = sandbox_pids(pid)
-    agent = [p for p in pids if p != pid]
-    assert agent, "no agent process in the sandbox"
+    # The agent is the namespace's init (bwrap --as-pid-1).
+    with open("/proc/%d/comm" % pid) as f:
+        assert f.read().strip() == "orchard-agent"
+    agent = [pid]
     with open("/proc/%d/status" % agent[0]) as f:
         status = f.read()
+    assert re.search(r"^NSpid:\s+%d\s+1$" % pid, status, re.M), status
     assert re.search(r"^CapEff:\s+0+$", status, re.M), status
     assert re.search(r"^NoNewPrivs:\s+1$", status, re.M)
     uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
@@ -434,6 +437,12 @@ def test_sandbox_is_isolated(env, ready_sandbox):
         assert f.read().split()[:3] == ["0", str(uid), "1"]
     # Its own session: not in the controller's session or process group.
     assert os.getsid(pid) != os.getsid(env.ctl.proc.pid)
+    # Commands share the agent's uid but cannot read or trace it
+    # (PR_SET_DUMPABLE 0): its memory holds the token and the results.
+    r = agent_exec(row["agent_address"], token, "cat /proc/1/environ >/dev/null")
+    assert r["exit_code"] != 0, r
+    r = agent_exec(row["agent_address"], token, "cat /proc/self/environ >/dev/null")
+    assert r["exit_code"] == 0, r
 
 
 def interfaces(pid):
@@ -782,11 +791,13 @@ def test_heartbeat_rule_applies_only_after_a_heartbeat(env):
 def test_ttl_holds_while_the_controller_is_down(env):
     sid, token = env.insert(ttl=3)
     row = env.wait_state(sid, "ready")
-    # The watchdog: timeout(1) is bwrap's parent, bwrap runs --die-with-parent.
+    # The watchdog (orchard-watchdog) is bwrap's parent and holds the TTL
+    # plus a grace of 3 s; bwrap runs --die-with-parent.
     watchdog, _ = pid_of(row["driver_handle"])
     with open("/proc/%d/cmdline" % watchdog, "rb") as f:
         cmd = f.read().split(b"\0")
-    assert cmd[0].endswith(b"timeout") and b"KILL" in cmd and b"--die-with-parent" in cmd, cmd
+    assert cmd[0].endswith(b"/orchard-watchdog") and b"--die-with-parent" in cmd, cmd
+    assert 1 <= int(cmd[cmd.index(b"--ttl") + 1]) <= 6, cmd
     ns_init = ns_init_of(row["driver_handle"])
     env.ctl.stop(signal.SIGKILL)
     try:
