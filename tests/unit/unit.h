@@ -38,4 +38,5 @@ extern const struct unit_test sha256_tests[];
 extern const struct unit_test metrics_tests[];
 extern const struct unit_test agent_parser_tests[];
 extern const struct unit_test rmtree_tests[];
+extern const struct unit_test pgarray_tests[];
 #endif
