@@ -31,6 +31,7 @@ struct waiter {
 	int64_t next_check_ms;
 	int64_t poked_ms;       /* when the driver last hinted it may be up (0: never) */
 	int watched;            /* the driver hints readiness: poll rarely */
+	int ready;              /* answered 200: becomes 'ready' with this round's batch */
 };
 
 /* One row of the pass query. */
@@ -62,6 +63,9 @@ int rec_db_open(struct rec *r);
 void rec_db_drop(struct rec *r);
 /* Run a statement; the affected row count or a negative error. */
 int rec_db_exec(struct rec *r, const char *sql, int n, const char *const *params);
+/* Run a statement; its result in *out (PQclear it). A lost connection is
+ * dropped here and reopened by the loop. */
+int rec_db_query(struct rec *r, PGresult **out, const char *sql, int n, const char *const *params);
 /* pending -> ready etc., guarded by `from`, with its event (kind NULL:
  * sandbox.<to>); 1 when the row changed, 0 when it was not in `from`. */
 int rec_transition_kind(struct rec *r, const char *id, const char *from, const char *to,
@@ -72,6 +76,33 @@ int rec_transition(struct rec *r, const char *id, const char *from, const char *
 void rec_collect_notifies(struct rec *r);
 void rec_fail_sandbox(struct rec *r, const char *id, const char *from, const char *msg,
 		      const char *handle);
+
+/* rec_launch.c: pending rows launched in batches (one commit each). */
+#define REC_LAUNCH_BATCH 32
+
+struct rec_launched {
+	const struct row *row;   /* the pass's row (outlives the batch) */
+	char *handle, *address;
+	int64_t create_ms;
+	int recorded;
+};
+
+struct rec_launch_batch {
+	struct rec_launched *v;
+	size_t n, alloc;
+};
+
+#define REC_LAUNCH_BATCH_INIT { NULL, 0, 0 }
+
+/* Launch row (or adopt it, or fail it); 1 when a driver create started a
+ * sandbox, which then waits in b. */
+int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row);
+void rec_launch_batch_add(struct rec_launch_batch *b, const struct row *row, const char *handle,
+			  const char *address, int64_t create_ms);
+/* Record b's handles on their rows in one statement, add the recorded
+ * sandboxes to the waiters, and empty b. */
+void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b);
+void rec_launch_batch_release(struct rec_launch_batch *b);
 
 /* rec_wait.c */
 struct waiter *rec_waiter_find(struct rec *r, const char *id);

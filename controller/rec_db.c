@@ -59,6 +59,20 @@ int rec_db_open(struct rec *r)
 	return 0;
 }
 
+int rec_db_query(struct rec *r, PGresult **out, const char *sql, int n, const char *const *params)
+{
+	int err;
+
+	if (!r->db)
+		return ORC_EUNAVAIL;
+	if ((err = orc_pg_query(out, r->db, sql, n, params)) < 0) {
+		if (err == ORC_EUNAVAIL || PQstatus(r->db) != CONNECTION_OK)
+			rec_db_drop(r);
+		return err;
+	}
+	return 0;
+}
+
 /* Run a statement; returns the affected row count or a negative error.
  * A lost connection is dropped here and reopened by the loop. */
 int rec_db_exec(struct rec *r, const char *sql, int n, const char *const *params)
@@ -66,13 +80,8 @@ int rec_db_exec(struct rec *r, const char *sql, int n, const char *const *params
 	PGresult *res = NULL;
 	int err;
 
-	if (!r->db)
-		return ORC_EUNAVAIL;
-	if ((err = orc_pg_query(&res, r->db, sql, n, params)) < 0) {
-		if (err == ORC_EUNAVAIL || PQstatus(r->db) != CONNECTION_OK)
-			rec_db_drop(r);
+	if ((err = rec_db_query(r, &res, sql, n, params)) < 0)
 		return err;
-	}
 	err = (int)strtol(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
 	return err;

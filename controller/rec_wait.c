@@ -8,6 +8,7 @@
  */
 #include "rec.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,30 @@
 #include "ctl_metrics.h"
 #include "err.h"
 #include "log.h"
+#include "pgarray.h"
 #include "strutil.h"
 #include "xalloc.h"
 
 #define FALLBACK_CHECK_MS 200     /* health polling of a sandbox whose driver hints */
+
+/*
+ * Every sandbox whose agent answered in one health round becomes ready in
+ * one statement, so one commit: a burst of launches must not queue behind
+ * a WAL flush per sandbox. Same effect per row as rec_transition(pending
+ * -> ready): the pending note cleared, ready_at, handle and address, and a
+ * sandbox.ready event; a row no longer pending (deleted meanwhile) is left.
+ */
+static const char ready_batch_sql[] =
+	"WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS v(id, handle, address)),"
+	" u AS ("
+	"  UPDATE sandboxes s SET state = 'ready', state_message = NULL, ready_at = now(),"
+	"   driver_handle = COALESCE(v.handle, s.driver_handle),"
+	"   agent_address = COALESCE(v.address, s.agent_address)"
+	"  FROM v WHERE s.id = v.id AND s.state = 'pending'"
+	"  RETURNING s.id, s.tenant_id)"
+	" INSERT INTO events (sandbox_id, tenant_id, kind, data)"
+	" SELECT id, tenant_id, 'sandbox.ready', '{\"from\": \"pending\"}'::jsonb FROM u"
+	" RETURNING sandbox_id";
 
 /* Why a sandbox is still pending ($2); becoming ready clears it (rec_db.c). */
 static const char pending_note_sql[] =
@@ -55,6 +76,7 @@ void rec_waiter_add(struct rec *r, const struct row *row, const char *handle, co
 	w->launched_ms = orc_mono_ms();
 	w->poked_ms = 0;
 	w->watched = watched && r->drv->ops->events_fd && r->drv->ops->events_fd(r->drv) >= 0;
+	w->ready = 0;
 	/* The agent needs a moment; with hints, polling is only the fallback. */
 	w->next_check_ms = w->launched_ms + (w->watched ? FALLBACK_CHECK_MS : 2);
 }
@@ -113,16 +135,67 @@ done:
 	return ret;
 }
 
+static void log_ready(struct waiter *w)
+{
+	char ms[32];
+
+	snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
+	orc_log(ORC_LOG_INFO, "sandbox state changed", "sandbox_id", w->id, "from", "pending",
+		"to", "ready", NULL);
+	orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id, "ms_since_launch", ms, NULL);
+	ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
+}
+
+/* Commit the round's ready waiters (w->ready) and drop them from the list.
+ * On a database error they are dropped all the same: the rows stay
+ * pending with their handles, and the next sweep adopts them again. */
+static void commit_ready(struct rec *r, size_t nready)
+{
+	struct orc_pg_array ids = ORC_PG_ARRAY_INIT, handles = ORC_PG_ARRAY_INIT;
+	struct orc_pg_array addrs = ORC_PG_ARRAY_INIT;
+	const char *p[3];
+	PGresult *res = NULL;
+	struct waiter *w;
+	size_t i;
+
+	if (!nready)
+		return;
+	for (i = 0; i < r->nw; i++) {
+		if (!r->w[i].ready)
+			continue;
+		orc_pg_array_add(&ids, r->w[i].id);
+		orc_pg_array_add(&handles, r->w[i].handle);
+		orc_pg_array_add(&addrs, r->w[i].address);
+	}
+	p[0] = orc_pg_array_cstr(&ids);
+	p[1] = orc_pg_array_cstr(&handles);
+	p[2] = orc_pg_array_cstr(&addrs);
+	if (rec_db_query(r, &res, ready_batch_sql, 3, p) < 0) {
+		orc_log(ORC_LOG_WARN, "recording ready sandboxes failed; the next sweep adopts them", NULL);
+	} else {
+		for (int row = 0; row < PQntuples(res); row++)
+			if ((w = rec_waiter_find(r, PQgetvalue(res, row, 0))) != NULL)
+				log_ready(w);
+	}
+	PQclear(res);
+	for (i = r->nw; i > 0; i--)
+		if (r->w[i - 1].ready)
+			rec_waiter_remove(r, &r->w[i - 1]);
+	orc_pg_array_release(&ids);
+	orc_pg_array_release(&handles);
+	orc_pg_array_release(&addrs);
+}
+
 /* Ask every due waiter's agent for /health. */
 void rec_health_round(struct rec *r)
 {
 	struct orc_buf body = ORC_BUF_INIT;
 	struct orc_agent_req req;
 	struct waiter *w;
-	char *msg, ms[32];
+	char *msg;
 	int64_t now;
 	long status;
-	size_t i = 0;
+	size_t i = 0, nready = 0;
 	int err;
 
 	while (i < r->nw) {
@@ -163,13 +236,10 @@ void rec_health_round(struct rec *r)
 		if (err == 0 && status == 200) {
 			if (r->drv->ops->seal)
 				r->drv->ops->seal(r->drv, w->id);
-			snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
-			if (rec_transition(r, w->id, "pending", "ready", NULL, w->handle, w->address) > 0) {
-				orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
-					"ms_since_launch", ms, NULL);
-				ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
-			}
-			rec_waiter_remove(r, w);
+			w->ready = 1;
+			w->next_check_ms = INT64_MAX;
+			nready++;
+			i++;
 			continue;
 		}
 		if (err == 0 && status == 401)
@@ -193,6 +263,7 @@ void rec_health_round(struct rec *r)
 			w->next_check_ms = now + (now - w->launched_ms < 300 ? 5 : r->cfg->health_interval_ms);
 		i++;
 	}
+	commit_ready(r, nready);
 }
 
 /* The driver says id's agent may be up: check it now. */

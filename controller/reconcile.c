@@ -64,82 +64,7 @@ static const char select_rows[] =
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
-static const char record_handle_sql[] =
-	"UPDATE sandboxes SET driver_handle = $2, agent_address = $3"
-	" WHERE id = $1 AND state = 'pending'";
-
 /* ---- actions --------------------------------------------------------------- */
-
-static void launch(struct rec *r, const struct row *row)
-{
-	struct ctl_sandbox sb = CTL_SANDBOX_INIT;
-	const char *p[3];
-	char *msg, ms[32];
-	int64_t t0;
-	int err, n;
-
-	if (rec_waiter_find(r, row->id))
-		return;  /* launched already; the health round decides */
-	if (orc_now() > row->deadline) {
-		msg = xasprintf("sandbox did not become ready within %d seconds", row->timeout_s);
-		rec_fail_sandbox(r, row->id, "pending", msg, row->handle);
-		free(msg);
-		return;
-	}
-	if (row->handle && r->drv->ops->status) {
-		/* Launched by an earlier controller: adopt; status() decides. */
-		orc_log(ORC_LOG_INFO, "adopted a pending sandbox", "sandbox_id", row->id,
-			"handle", row->handle, NULL);
-		rec_waiter_add(r, row, row->handle, NULL, 1);
-		return;
-	}
-	if (row->handle) {
-		/* Launched by an earlier controller: adopt, never relaunch. */
-		if (r->drv->ops->alive(r->drv, row->id, row->handle)) {
-			char *addr = r->drv->ops->agent_address(r->drv, row->id);
-			orc_log(ORC_LOG_INFO, "adopted a pending sandbox", "sandbox_id", row->id,
-				"handle", row->handle, NULL);
-			rec_waiter_add(r, row, row->handle, addr, 0);
-			free(addr);
-		} else {
-			rec_fail_sandbox(r, row->id, "pending",
-				     "sandbox process exited before it became ready", row->handle);
-		}
-		return;
-	}
-	sb.id = xstrdup(row->id);
-	sb.image = xstrdup(row->image);
-	sb.token = xstrdup(row->token);
-	sb.block_network = row->block_network;
-	sb.cpu_millis = row->cpu_millis;
-	sb.memory_bytes = row->memory_bytes;
-	sb.ttl_left_s = row->ttl_left_s > 0 ? row->ttl_left_s : 1;
-	t0 = orc_mono_ms();
-	if ((err = r->drv->ops->create(r->drv, &sb)) < 0) {
-		rec_fail_sandbox(r, row->id, "pending", sb.error ? sb.error : "launching the sandbox failed",
-			     NULL);
-		goto done;
-	}
-	p[0] = sb.id;
-	p[1] = sb.handle;
-	p[2] = sb.address;
-	n = rec_db_exec(r, record_handle_sql, 3, p);
-	if (n == 1) {
-		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
-		orc_log(ORC_LOG_DEBUG, "sandbox launched", "sandbox_id", sb.id, "handle", sb.handle,
-			"create_ms", ms, NULL);
-		rec_waiter_add(r, row, sb.handle, sb.address, 1);
-	} else if (n == 0) {
-		/* Deleted meanwhile: its notification brings it back as 'deleting'. */
-		orc_log(ORC_LOG_INFO, "sandbox row changed during launch", "sandbox_id", sb.id, NULL);
-	} else {
-		/* Unrecorded; the orphan sweep or the next pass (adopting it from
-		 * its handle file) sorts it out. */
-		orc_log(ORC_LOG_WARN, "could not record a launched sandbox", "sandbox_id", sb.id, NULL);
-	}
-done:
-	ctl_sandbox_release(&sb);
-}
 
 static void delete(struct rec *r, const struct row *row)
 {
@@ -302,8 +227,9 @@ done:
 
 static void pass(struct rec *r, int full)
 {
+	struct rec_launch_batch batch = REC_LAUNCH_BATCH_INIT;
 	struct row *rows = NULL;
-	size_t n = 0, i;
+	size_t n = 0, i, launched = 0;
 	int64_t t0 = orc_mono_ms();
 	char ms[32], cnt[32];
 	int err;
@@ -318,10 +244,17 @@ static void pass(struct rec *r, int full)
 	for (i = 0; i < n; i++)
 		if (rows[i].expired)
 			expire(r, &rows[i]);
-	/* Then launch: creation latency is what users wait on. */
-	for (i = 0; i < n; i++)
-		if (!strcmp(rows[i].state, "pending"))
-			launch(r, &rows[i]);
+	/* Then launch: creation latency is what users wait on. Beyond a
+	 * batch, rows go to the next pass, after a health round. */
+	for (i = 0; i < n; i++) {
+		if (strcmp(rows[i].state, "pending"))
+			continue;
+		if (launched == REC_LAUNCH_BATCH)
+			ctl_strv_push(&r->notified, rows[i].id);
+		else
+			launched += rec_launch(r, &batch, &rows[i]);
+	}
+	rec_launch_batch_commit(r, &batch);
 	for (i = 0; i < n; i++)
 		if (!strcmp(rows[i].state, "deleting"))
 			delete(r, &rows[i]);

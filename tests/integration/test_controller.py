@@ -534,6 +534,29 @@ def test_many_sandboxes_launch_fast(env):
     assert not any(os.path.exists(env.sandbox_dir(i)) for i in ids)
 
 
+def test_a_burst_larger_than_a_launch_batch_is_recorded_row_by_row(env):
+    """40 rows committed at once: more than one pass's launch batch (32),
+    so the rest go to the next pass; handles and readiness are recorded
+    in batches, but every row ends exactly as one transition would leave it."""
+    ids = ["t-burst-%02d" % i for i in range(40)]
+    env.pg.sql("INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis, memory_bytes,"
+               " block_network, timeout_seconds, agent_token) SELECT id, %s, 'host', '500m',"
+               " '268435456', 500, 268435456, true, 60, md5(id) || md5(id)"
+               " FROM unnest(ARRAY[%s]) AS id" % (env.tenant, ",".join("'%s'" % i for i in ids)))
+    for i in ids:
+        row = env.wait_state(i, "ready", timeout=60)
+        assert row["state_message"] is None and row["has_ready_at"] == "t", row
+        assert re.fullmatch(r"\d+:\d+", row["driver_handle"]) and row["agent_address"], row
+    ev = env.pg.sql("SELECT sandbox_id, data::text FROM events WHERE kind = 'sandbox.ready'"
+                    " AND sandbox_id LIKE 't-burst-%'")
+    assert sorted(e[0] for e in ev) == ids                      # one each
+    assert {e[1] for e in ev} == {'{"from": "pending"}'}
+    for i in ids:
+        env.set_state(i, "deleting")
+    for i in ids:
+        env.wait_state(i, "deleted", timeout=30)
+
+
 # ---- orphans ----------------------------------------------------------------
 
 def test_sandbox_without_a_row_is_removed(env):
