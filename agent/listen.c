@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,21 +15,12 @@
 
 #define LISTEN_BACKLOG 128
 
-static int listen_unix(int *fd_out, char **path_out, const char *path)
+/* Remove a stale socket left by an earlier run, but never a file that is
+ * something else. */
+static int remove_stale_socket(const char *path)
 {
-	struct sockaddr_un sa;
 	struct stat st;
-	int fd;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	if (!*path || strlen(path) >= sizeof(sa.sun_path)) {
-		orc_logf(ORC_LOG_ERROR, "unix socket path \"%s\" is empty or too long", path);
-		return ORC_EINVALID;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	/* Remove a stale socket left by an earlier run, but never a file
-	 * that is something else. */
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
 			orc_logf(ORC_LOG_ERROR, "\"%s\" exists and is not a socket", path);
@@ -36,12 +28,42 @@ static int listen_unix(int *fd_out, char **path_out, const char *path)
 		}
 		unlink(path);
 	}
+	return 0;
+}
+
+/*
+ * The socket appears under its name only once it listens: bound as
+ * "<path>.new" and renamed. Whoever watches for the name (the local
+ * driver, with inotify) can connect at once instead of being refused
+ * between bind and listen. A path too long for the suffix is bound as is.
+ */
+static int listen_unix(int *fd_out, char **path_out, const char *path)
+{
+	struct sockaddr_un sa;
+	char tmp[sizeof(sa.sun_path)];
+	int fd, err, staged;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (!*path || strlen(path) >= sizeof(sa.sun_path)) {
+		orc_logf(ORC_LOG_ERROR, "unix socket path \"%s\" is empty or too long", path);
+		return ORC_EINVALID;
+	}
+	staged = (size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) < sizeof(tmp);
+	if (!staged)
+		memcpy(tmp, path, strlen(path) + 1);
+	memcpy(sa.sun_path, tmp, strlen(tmp) + 1);
+	if ((err = remove_stale_socket(path)) < 0 || (staged && (err = remove_stale_socket(tmp)) < 0))
+		return err;
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		goto fail;
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    chmod(path, 0666) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+	    chmod(tmp, 0666) < 0 || listen(fd, LISTEN_BACKLOG) < 0 ||
+	    (staged && rename(tmp, path) < 0)) {
 		int e = errno;
 		close(fd);
+		if (staged)
+			unlink(tmp);
 		errno = e;
 		goto fail;
 	}

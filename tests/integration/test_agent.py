@@ -518,6 +518,43 @@ def test_stale_socket_is_replaced_and_removed_on_sigterm(tmp_path):
     assert not os.path.exists(sock)
 
 
+def test_socket_name_appears_only_once_listening(tmp_path):
+    """The socket is bound as <path>.new and renamed after listen(), so a
+    watcher that connects the moment the name exists is never refused. A
+    stale <path>.new socket is replaced; one that is not a socket stops it."""
+    token_file = str(tmp_path / "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    refused = 0
+    for i in range(15):
+        sock = str(tmp_path / ("s%d.sock" % i))
+        if i == 0:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(sock + ".new")
+            s.close()
+        proc = subprocess.Popen([AGENT, "--listen", "unix:" + sock, "--token-file", token_file],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 10
+            while not os.path.lexists(sock):
+                assert time.time() < deadline and proc.poll() is None, "no socket"
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                c.connect(sock)
+            except ConnectionRefusedError:
+                refused += 1
+            c.close()
+            assert not os.path.lexists(sock + ".new")
+        finally:
+            stop_agent(proc)
+    assert refused == 0
+    bad = str(tmp_path / "bad.sock")
+    open(bad + ".new", "w").close()
+    r = subprocess.run([AGENT, "--listen", "unix:" + bad, "--token-file", token_file],
+                       capture_output=True, timeout=10)
+    assert r.returncode != 0 and b"is not a socket" in r.stderr
+
+
 def test_sigterm_during_an_exec_kills_the_command_and_exits(tmp_path):
     proc, agent = start_agent(str(tmp_path))
     pidfile = str(tmp_path / "cmd.pid")
