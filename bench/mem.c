@@ -3,7 +3,9 @@
  * orchard-api, orchard-controller and nginx (pid files in <var>/run), and of
  * every detached (parent pid 1) or bubblewrap process whose command line
  * names <var>/sandboxes/ (the sandboxes' launchers, hence the agents and
- * whatever runs in them).
+ * whatever runs in them). The watchdogs are the controller's children while
+ * it runs, so a sandbox is found through its bwrap, or through a watchdog
+ * left to init by a controller that died.
  *
  * RSS counts shared pages (libc, postgres's shared buffers) once per
  * process, so the RSS sum overstates; PSS splits shared pages between their
