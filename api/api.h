@@ -82,6 +82,9 @@ struct api_req {
 /* Read params, query and body; a failure has already been replied. */
 int api_req_init(struct api_req *r, FCGX_Request *fcgi);
 void api_req_release(struct api_req *r);
+/* Read what is left of the request's stdin; 1 when all of it has been
+ * read, 0 when the connection must not be reused. */
+int api_req_end_input(struct api_req *r);
 const char *api_req_param(struct api_req *r, const char *name);
 /* The last value of a query parameter, or NULL. */
 const char *api_req_query(struct api_req *r, const char *key);

@@ -153,10 +153,12 @@ static int open_socket(struct listener *l)
 	return 0;
 }
 
-static void handle_one(FCGX_Request *fcgi, const struct listener *l)
+/* 1 when the request's stdin has been read to its end. */
+static int handle_one(FCGX_Request *fcgi, const struct listener *l)
 {
 	struct api_req r;
 	int64_t t0 = orc_mono_ms();
+	int input_done;
 
 	if (api_req_init(&r, fcgi) == 0) {
 		if (l->auth_only)
@@ -166,6 +168,7 @@ static void handle_one(FCGX_Request *fcgi, const struct listener *l)
 	}
 	if (!r.replied)
 		api_reply_error(&r, ORC_ERROR, "no response");
+	input_done = api_req_end_input(&r);
 	api_metrics_request(&r, orc_mono_ms() - t0);
 	if (orc_log_enabled(ORC_LOG_DEBUG)) {
 		char status[8], ms[24];
@@ -175,6 +178,32 @@ static void handle_one(FCGX_Request *fcgi, const struct listener *l)
 			"duration_ms", ms, "request_id", r.request_id, NULL);
 	}
 	api_req_release(&r);
+	return input_done;
+}
+
+/*
+ * End a request. libfcgi's close of a connection nginx did not ask to keep
+ * shuts down the sending side and then reads until nginx closes its end (so
+ * that unread input cannot turn the close into a reset): four system calls
+ * and a sleep until nginx has handled END_REQUEST, for every auth
+ * subrequest. When all input has been read, a plain close cannot reset
+ * anything and nginx will not reuse the connection, so the request is
+ * finished as if kept (END_REQUEST flushed, the descriptor left open) and
+ * the descriptor closed at once.
+ */
+static void finish(FCGX_Request *fcgi, int input_done)
+{
+	int close_now = !fcgi->keepConnection && input_done;
+
+	if (close_now)
+		fcgi->keepConnection = 1;
+	FCGX_Finish_r(fcgi);
+	if (close_now) {
+		fcgi->keepConnection = 0;
+		if (fcgi->ipcFd >= 0)
+			close(fcgi->ipcFd);
+		fcgi->ipcFd = -1;
+	}
 }
 
 static void *request_thread(void *arg)
@@ -193,8 +222,7 @@ static void *request_thread(void *arg)
 		pthread_mutex_lock(&active_lock);
 		active++;
 		pthread_mutex_unlock(&active_lock);
-		handle_one(&fcgi, l);
-		FCGX_Finish_r(&fcgi);
+		finish(&fcgi, handle_one(&fcgi, l));
 		pthread_mutex_lock(&active_lock);
 		active--;
 		pthread_mutex_unlock(&active_lock);

@@ -244,6 +244,42 @@ int api_req_init(struct api_req *r, FCGX_Request *fcgi)
 	return read_body(r);
 }
 
+/*
+ * Read what the handler left of the request's stdin (a GET's empty stdin
+ * record, a body refused before it was read), so that the connection can be
+ * closed at once (main.c) or carry nginx's next request (fastcgi_keep_conn):
+ * libfcgi would otherwise take the rest for the start of the next request,
+ * see a protocol error and drop the connection under it. A buffered body is
+ * in nginx's hands whole (client_max_body_size), so this never waits on a
+ * client; of a streamed upload (files/raw, archive) at most STREAM_DRAIN_MAX
+ * is read: past that the rest is left to libfcgi's lingering close, and
+ * nginx, still sending it, never keeps that connection.
+ */
+#define STREAM_DRAIN_MAX (1024 * 1024)
+
+int api_req_end_input(struct api_req *r)
+{
+	FCGX_Request *f = r->fcgi;
+	size_t left = api_route_streams(r->method, r->path) ? STREAM_DRAIN_MAX : SIZE_MAX;
+	char scratch[16384];
+	int n;
+
+	if (!f || f->ipcFd < 0 || !f->in || FCGX_GetError(f->in) != 0)
+		return 0;
+	while (FCGX_HasSeenEOF(f->in) != EOF) {
+		if ((n = FCGX_GetStr(scratch, sizeof(scratch), f->in)) <= 0)
+			break;
+		if ((size_t)n >= left)
+			goto unread;
+		left -= (size_t)n;
+	}
+	if (FCGX_GetError(f->in) == 0 && FCGX_HasSeenEOF(f->in) == EOF)
+		return 1;
+unread:
+	f->keepConnection = 0;
+	return 0;
+}
+
 int api_req_client_gone(struct api_req *r)
 {
 	struct pollfd p = { .events = POLLRDHUP };
