@@ -81,6 +81,8 @@ static int agent_stream_init(struct agent_stream *s, struct api_req *r, const st
 	s->hdrs = curl_slist_append(s->hdrs, line);
 	free(line);
 	s->hdrs = curl_slist_append(s->hdrs, "Expect:");
+	/* One request per connection (lib/agent_client.c says why). */
+	s->hdrs = curl_slist_append(s->hdrs, "Connection: close");
 	if (r->request_id[0]) {
 		line = xasprintf("X-Request-ID: %s", r->request_id);
 		s->hdrs = curl_slist_append(s->hdrs, line);

@@ -55,6 +55,10 @@ static int perform(long *status_out, const struct orc_agent_req *req, struct sin
 	hdrs = curl_slist_append(hdrs, auth);
 	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
 	hdrs = curl_slist_append(hdrs, "Expect:");
+	/* One request per connection: said so, the agent's HTTP server does
+	 * not reset (and zero) its 512 KiB connection pool for a next request
+	 * that never comes, about 1.4 ms of its CPU per call. */
+	hdrs = curl_slist_append(hdrs, "Connection: close");
 	if (req->request_id) {
 		rid = xasprintf("X-Request-ID: %s", req->request_id);
 		hdrs = curl_slist_append(hdrs, rid);
