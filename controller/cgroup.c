@@ -430,6 +430,19 @@ static int set_limit(const char *dir, const char *file, const char *value, int o
 	return e < 0 && !optional ? ORC_ERROR : 0;
 }
 
+/* Does dir's cpu.cfs_period_us already read `period`? */
+static int period_is(const char *dir, int period)
+{
+	char path[PATH_MAX], buf[32];
+	int64_t v;
+
+	if (snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir) >= (int)sizeof(path) ||
+	    read_text(buf, sizeof(buf), path) < 0)
+		return 0;
+	buf[strcspn(buf, "\n")] = '\0';
+	return orc_parse_i64(&v, buf, 0, INT64_MAX) == 0 && v == period;
+}
+
 static int write_limits(const char *dir, int ctrl, int version, const struct ctl_cg_limits *lim)
 {
 	char v[64];
@@ -446,8 +459,11 @@ static int write_limits(const char *dir, int ctrl, int version, const struct ctl
 			snprintf(v, sizeof(v), "%lld %d", (long long)quota, CPU_PERIOD_US);
 			return set_limit(dir, "cpu.max", v, 0);
 		}
+		/* Each write of a v1 CFS setting walks every task group on the
+		 * host (__cfs_schedulable): with a thousand sandboxes that is
+		 * worth skipping when a new cgroup already has our period. */
 		snprintf(v, sizeof(v), "%d", CPU_PERIOD_US);
-		if (set_limit(dir, "cpu.cfs_period_us", v, 0) < 0)
+		if (!period_is(dir, CPU_PERIOD_US) && set_limit(dir, "cpu.cfs_period_us", v, 0) < 0)
 			return ORC_ERROR;
 		snprintf(v, sizeof(v), "%lld", (long long)quota);
 		return set_limit(dir, "cpu.cfs_quota_us", v, 0);
