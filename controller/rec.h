@@ -15,6 +15,7 @@
 #include "ctl.h"
 #include "driver.h"
 #include "local.h"   /* struct ctl_strv */
+#include "pgarray.h"
 
 #define MAX_NOTIFIED 512          /* more than this: do a full sweep instead */
 
@@ -66,6 +67,20 @@ int rec_db_exec(struct rec *r, const char *sql, int n, const char *const *params
 /* Run a statement; its result in *out (PQclear it). A lost connection is
  * dropped here and reopened by the loop. */
 int rec_db_query(struct rec *r, PGresult **out, const char *sql, int n, const char *const *params);
+/*
+ * A batch of (id, handle, address) rows, one statement's $1, $2 and $3 as
+ * arrays (for unnest): the launches of a pass, the readies of a round.
+ */
+struct rec_handles {
+	struct orc_pg_array id, handle, address;
+};
+
+#define REC_HANDLES_INIT { ORC_PG_ARRAY_INIT, ORC_PG_ARRAY_INIT, ORC_PG_ARRAY_INIT }
+
+void rec_handles_add(struct rec_handles *h, const char *id, const char *handle, const char *address);
+/* Run sql over h's arrays, as rec_db_query. */
+int rec_handles_query(struct rec *r, PGresult **out, const char *sql, struct rec_handles *h);
+void rec_handles_release(struct rec_handles *h);
 /* pending -> ready etc., guarded by `from`, with its event (kind NULL:
  * sandbox.<to>); 1 when the row changed, 0 when it was not in `from`. */
 int rec_transition_kind(struct rec *r, const char *id, const char *from, const char *to,
@@ -97,12 +112,9 @@ struct rec_launch_batch {
 /* Launch row (or adopt it, or fail it); 1 when a driver create started a
  * sandbox, which then waits in b. */
 int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row);
-void rec_launch_batch_add(struct rec_launch_batch *b, const struct row *row, const char *handle,
-			  const char *address, int64_t create_ms);
 /* Record b's handles on their rows in one statement, add the recorded
  * sandboxes to the waiters, and empty b. */
 void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b);
-void rec_launch_batch_release(struct rec_launch_batch *b);
 
 /* rec_wait.c */
 struct waiter *rec_waiter_find(struct rec *r, const char *id);

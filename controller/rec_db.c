@@ -73,6 +73,28 @@ int rec_db_query(struct rec *r, PGresult **out, const char *sql, int n, const ch
 	return 0;
 }
 
+void rec_handles_add(struct rec_handles *h, const char *id, const char *handle, const char *address)
+{
+	orc_pg_array_add(&h->id, id);
+	orc_pg_array_add(&h->handle, handle);
+	orc_pg_array_add(&h->address, address);
+}
+
+int rec_handles_query(struct rec *r, PGresult **out, const char *sql, struct rec_handles *h)
+{
+	const char *p[3] = { orc_pg_array_cstr(&h->id), orc_pg_array_cstr(&h->handle),
+			     orc_pg_array_cstr(&h->address) };
+
+	return rec_db_query(r, out, sql, 3, p);
+}
+
+void rec_handles_release(struct rec_handles *h)
+{
+	orc_pg_array_release(&h->id);
+	orc_pg_array_release(&h->handle);
+	orc_pg_array_release(&h->address);
+}
+
 /* Run a statement; returns the affected row count or a negative error.
  * A lost connection is dropped here and reopened by the loop. */
 int rec_db_exec(struct rec *r, const char *sql, int n, const char *const *params)

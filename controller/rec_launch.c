@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "pgarray.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -30,8 +29,8 @@ static const char record_handles_sql[] =
 	" WHERE s.id = v.id AND s.state = 'pending'"
 	" RETURNING s.id";
 
-void rec_launch_batch_add(struct rec_launch_batch *b, const struct row *row, const char *handle,
-			  const char *address, int64_t create_ms)
+static void batch_add(struct rec_launch_batch *b, const struct row *row, const char *handle,
+		      const char *address, int64_t create_ms)
 {
 	struct rec_launched *l;
 
@@ -47,7 +46,7 @@ void rec_launch_batch_add(struct rec_launch_batch *b, const struct row *row, con
 	l->recorded = 0;
 }
 
-void rec_launch_batch_release(struct rec_launch_batch *b)
+static void batch_release(struct rec_launch_batch *b)
 {
 	for (size_t i = 0; i < b->n; i++) {
 		free(b->v[i].handle);
@@ -67,25 +66,17 @@ static struct rec_launched *batch_find(struct rec_launch_batch *b, const char *i
 
 void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b)
 {
-	struct orc_pg_array ids = ORC_PG_ARRAY_INIT, handles = ORC_PG_ARRAY_INIT;
-	struct orc_pg_array addrs = ORC_PG_ARRAY_INIT;
+	struct rec_handles h = REC_HANDLES_INIT;
 	struct rec_launched *l;
-	const char *p[3];
 	PGresult *res = NULL;
 	char ms[32];
 	size_t i;
 
 	if (!b->n)
 		return;
-	for (i = 0; i < b->n; i++) {
-		orc_pg_array_add(&ids, b->v[i].row->id);
-		orc_pg_array_add(&handles, b->v[i].handle);
-		orc_pg_array_add(&addrs, b->v[i].address);
-	}
-	p[0] = orc_pg_array_cstr(&ids);
-	p[1] = orc_pg_array_cstr(&handles);
-	p[2] = orc_pg_array_cstr(&addrs);
-	if (rec_db_query(r, &res, record_handles_sql, 3, p) < 0) {
+	for (i = 0; i < b->n; i++)
+		rec_handles_add(&h, b->v[i].row->id, b->v[i].handle, b->v[i].address);
+	if (rec_handles_query(r, &res, record_handles_sql, &h) < 0) {
 		/* Unrecorded; the next pass adopts them from the host. */
 		orc_log(ORC_LOG_WARN, "could not record launched sandboxes", NULL);
 		goto done;
@@ -107,10 +98,8 @@ void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b)
 	}
 done:
 	PQclear(res);
-	orc_pg_array_release(&ids);
-	orc_pg_array_release(&handles);
-	orc_pg_array_release(&addrs);
-	rec_launch_batch_release(b);
+	rec_handles_release(&h);
+	batch_release(b);
 }
 
 int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row)
@@ -162,7 +151,7 @@ int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row)
 			     NULL);
 		goto done;
 	}
-	rec_launch_batch_add(b, row, sb.handle, sb.address, orc_mono_ms() - t0);
+	batch_add(b, row, sb.handle, sb.address, orc_mono_ms() - t0);
 	launched = 1;
 done:
 	ctl_sandbox_release(&sb);

@@ -17,7 +17,6 @@
 #include "ctl_metrics.h"
 #include "err.h"
 #include "log.h"
-#include "pgarray.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -151,26 +150,17 @@ static void log_ready(struct waiter *w)
  * pending with their handles, and the next sweep adopts them again. */
 static void commit_ready(struct rec *r, size_t nready)
 {
-	struct orc_pg_array ids = ORC_PG_ARRAY_INIT, handles = ORC_PG_ARRAY_INIT;
-	struct orc_pg_array addrs = ORC_PG_ARRAY_INIT;
-	const char *p[3];
+	struct rec_handles h = REC_HANDLES_INIT;
 	PGresult *res = NULL;
 	struct waiter *w;
 	size_t i;
 
 	if (!nready)
 		return;
-	for (i = 0; i < r->nw; i++) {
-		if (!r->w[i].ready)
-			continue;
-		orc_pg_array_add(&ids, r->w[i].id);
-		orc_pg_array_add(&handles, r->w[i].handle);
-		orc_pg_array_add(&addrs, r->w[i].address);
-	}
-	p[0] = orc_pg_array_cstr(&ids);
-	p[1] = orc_pg_array_cstr(&handles);
-	p[2] = orc_pg_array_cstr(&addrs);
-	if (rec_db_query(r, &res, ready_batch_sql, 3, p) < 0) {
+	for (i = 0; i < r->nw; i++)
+		if (r->w[i].ready)
+			rec_handles_add(&h, r->w[i].id, r->w[i].handle, r->w[i].address);
+	if (rec_handles_query(r, &res, ready_batch_sql, &h) < 0) {
 		orc_log(ORC_LOG_WARN, "recording ready sandboxes failed; the next sweep adopts them", NULL);
 	} else {
 		for (int row = 0; row < PQntuples(res); row++)
@@ -181,9 +171,7 @@ static void commit_ready(struct rec *r, size_t nready)
 	for (i = r->nw; i > 0; i--)
 		if (r->w[i - 1].ready)
 			rec_waiter_remove(r, &r->w[i - 1]);
-	orc_pg_array_release(&ids);
-	orc_pg_array_release(&handles);
-	orc_pg_array_release(&addrs);
+	rec_handles_release(&h);
 }
 
 /* Ask every due waiter's agent for /health. */
