@@ -625,7 +625,6 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		procs.n ? procs.v : NULL, scfd,
 	};
 	local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);
-	ctl_spawn_reap();
 	if ((err = ctl_spawn_sandbox(&watchdog, &sp)) < 0) {
 		why = local_diagnose(d, sb->id);
 		sb->error = xasprintf("launching bubblewrap failed%s%s", why ? ": " : "", why ? why : "");
