@@ -244,6 +244,14 @@ class Stack:
                               env=self.env(key), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
+    def new_sandbox(self, session, timeout=90):
+        """POST /sandboxes (image host), then wait until it is ready; its id."""
+        r = session.post(self.url + "/sandboxes", json={"image": "host"})
+        assert r.status_code in (200, 201), r.text
+        sid = r.json()["sandbox_id"]
+        self.wait_ready(session, sid, timeout=timeout)
+        return sid
+
     def wait_ready(self, session, sandbox_id, timeout=90):
         """GET /sandboxes/{id}/wait; returns the final sandbox object."""
         r = session.get("%s/sandboxes/%s/wait" % (self.url, sandbox_id),

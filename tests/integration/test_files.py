@@ -39,10 +39,7 @@ def b64(data):
 @pytest.fixture(scope="module")
 def box(stack, admin):
     """A fresh ready sandbox for this module (its events are ours alone)."""
-    r = admin.post(stack.url + "/v1/sandboxes", json={"image": "host"})
-    assert r.status_code in (200, 201), r.text
-    sid = r.json()["sandbox_id"]
-    stack.wait_ready(admin, sid)
+    sid = stack.new_sandbox(admin)
     yield sid
     admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
 

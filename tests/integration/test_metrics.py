@@ -224,10 +224,7 @@ def madmin(mstack):
 
 @pytest.fixture(scope="module")
 def msandbox(mstack, madmin):
-    r = madmin.post(mstack.url + "/sandboxes", json={"image": "host"})
-    assert r.status_code in (200, 201), r.text
-    sid = r.json()["sandbox_id"]
-    mstack.wait_ready(madmin, sid)
+    sid = mstack.new_sandbox(madmin)
     yield sid
     madmin.delete("%s/sandboxes/%s" % (mstack.url, sid))
 

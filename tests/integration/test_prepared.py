@@ -92,14 +92,6 @@ def exercise(s, session, sid, n=5):
     assert r.status_code == 200 and sid in [x["sandbox_id"] for x in r.json()["sandboxes"]]
 
 
-def new_sandbox(s, session):
-    r = session.post(s.url + "/sandboxes", json={"image": "host"})
-    assert r.status_code in (200, 201), r.text
-    sid = r.json()["sandbox_id"]
-    s.wait_ready(session, sid)
-    return sid
-
-
 def wait_answers(s, session, sid):
     def ok():
         try:
@@ -112,7 +104,7 @@ def wait_answers(s, session, sid):
 def test_statements_are_prepared_again_after_a_postgres_restart(pstack):
     s = pstack
     session = s.session()
-    sid = new_sandbox(s, session)
+    sid = s.new_sandbox(session)
     exercise(s, session, sid)
     prepared, executed = counters(s, session)
     assert prepared > 0, "nothing was prepared"
@@ -138,7 +130,7 @@ def test_statements_are_prepared_again_after_a_postgres_restart(pstack):
 def test_prepared_statements_can_be_turned_off(unprepared_stack):
     s = unprepared_stack
     session = s.session()
-    sid = new_sandbox(s, session)
+    sid = s.new_sandbox(session)
     exercise(s, session, sid, n=3)
     assert counters(s, session) == (0, 0)
     pg_restart(s)

@@ -137,10 +137,7 @@ class WSS:
 
 @pytest.fixture(scope="module")
 def box(stack, admin):
-    r = admin.post(stack.url + "/v1/sandboxes", json={"image": "host"})
-    assert r.status_code in (200, 201), r.text
-    sid = r.json()["sandbox_id"]
-    stack.wait_ready(admin, sid)
+    sid = stack.new_sandbox(admin)
     yield sid
     admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
 
