@@ -18,10 +18,10 @@
  *
  * An asynchronous job is tried by a worker thread; a synchronous one (wait:
  * true) by its request thread. A synchronous job whose turn had come when it
- * was accepted was claimed then (exec.c) and never enters a lane. A synchronous caller that gives up waiting
- * hands its entry to the workers; the job still runs exactly once, since
- * only a claim (queued -> running, in the database) runs it, and an entry is
- * tried by one thread at a time.
+ * was accepted was claimed then (exec.c) and never enters a lane. A
+ * synchronous caller that gives up waiting hands its entry to the workers;
+ * the job still runs exactly once, since only a claim (queued -> running, in
+ * the database) runs it, and an entry is tried by one thread at a time.
  */
 #include <errno.h>
 #include <pthread.h>
