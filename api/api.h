@@ -10,8 +10,9 @@
 /*
  * orchard-api: the FastCGI REST service (docs/architecture.md).
  *
- * One process, a pool of request threads each looping on FCGX_Accept_r, a
- * second small pool on its own socket for nginx's auth subrequests (main.c),
+ * One process, a pool of request threads serving the FastCGI socket and the
+ * connections nginx keeps to it, a second small pool on its own socket for
+ * nginx's auth subrequests (serve.c, main.c),
  * a small pool of exec worker threads, and one listener thread that turns
  * PostgreSQL notifications into wake-ups. All state lives in PostgreSQL.
  */
@@ -43,6 +44,23 @@ enum api_err {
 	API_EAGENT = -103,      /* 502: agent answered nonsense */
 	API_EAGAIN = -104,      /* internal, never replied: a job's turn has not come */
 };
+
+/* ---- serve.c: a FastCGI listening socket and its request threads ------- */
+
+struct api_listener {
+	const char *path;             /* unix socket path, or "host:port" */
+	int fd;                       /* the listening socket */
+	int ep;                       /* epoll: fd and the idle kept connections */
+	int auth_only;                /* answers /_auth and /_auth_agent only */
+};
+
+int api_listener_open(struct api_listener *l);
+int api_listener_start(struct api_listener *l, int threads);
+/* Stop taking new connections (shutdown). */
+void api_listener_stop(struct api_listener *l);
+/* Requests being handled now, on every listener. */
+int api_listener_active(void);
+void api_listener_remove(const struct api_listener *l);
 
 /* ---- request.c: one FastCGI request and everything it owns ------------- */
 
@@ -402,8 +420,10 @@ int api_cursor_parse(struct api_cursor *out, const char *s);
 
 int api_metrics_init(void);
 int api_metrics_get(struct api_req *r);
-/* One finished request, ms after it was accepted (main.c). */
+/* One finished request, ms after it was accepted (serve.c). */
 void api_metrics_request(const struct api_req *r, int64_t ms);
+/* One FastCGI connection accepted (serve.c). */
+void api_metrics_connection(int auth_only);
 /* One finished exec job: "succeeded" or "failed", agent call time (job_run.c). */
 void api_metrics_exec(const char *status, int64_t ms);
 

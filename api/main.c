@@ -18,17 +18,12 @@
  *                          trajectory replays at once (replay.c)
  *
  * SIGTERM/SIGINT stop accepting, give in-flight requests up to 10 s, remove
- * the socket and exit 0.
+ * the sockets and exit 0. Serving the sockets: serve.c.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include <curl/curl.h>
 
@@ -41,36 +36,14 @@
 struct api_server api_server;
 
 /*
- * Two sockets, each with its own threads. A request thread is held for the
- * whole of a /wait or an exec with wait:true, so the key check that nginx
- * runs before every request (auth_request) gets a socket and threads of its
- * own: it never queues behind long requests, whatever they hold.
+ * Two sockets, each with its own threads (serve.c). A request thread is
+ * held for the whole of a /wait or an exec with wait:true, so the key check
+ * that nginx runs before every request (auth_request) gets a socket and
+ * threads of its own: it never queues behind long requests, whatever they
+ * hold.
  */
-struct listener {
-	const char *path;
-	int fd;
-	int auth_only;                /* answers /_auth and /_auth_agent only */
-};
-
-static struct listener public_listener = { .fd = -1 };
-static struct listener auth_listener = { .fd = -1, .auth_only = 1 };
-
-/*
- * Request threads mostly sleep in a wait; their stacks need not be glibc's
- * 8 MiB. The deepest seen through the integration tests and the scale
- * benchmark touched 28 KiB (libcurl, libpq, json-c on a bounded body;
- * argon2id's memory is on the heap), so 512 KiB leaves a wide margin.
- * Sanitizer builds keep the default: their frames are several times larger.
- */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define REQUEST_STACK 0
-#else
-#define REQUEST_STACK (512u * 1024)
-#endif
-
-static volatile int stopping;
-static pthread_mutex_t active_lock = PTHREAD_MUTEX_INITIALIZER;
-static int active;
+static struct api_listener public_listener = { .fd = -1, .ep = -1 };
+static struct api_listener auth_listener = { .fd = -1, .ep = -1, .auth_only = 1 };
 
 static int env_int(const char *name, int dflt, int min, int max)
 {
@@ -101,157 +74,6 @@ static int64_t env_i64(const char *name, int64_t dflt, int64_t min, int64_t max)
 	return n;
 }
 
-/* Refuse to steal the socket of a running api; remove a stale one. */
-static int prepare_unix_path(const char *path)
-{
-	struct sockaddr_un sa;
-	int fd, rc;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		orc_logf(ORC_LOG_ERROR, "socket path \"%s\" is longer than %zu bytes", path,
-			 sizeof(sa.sun_path) - 1);
-		return ORC_EINVALID;
-	}
-	if (access(path, F_OK) < 0)
-		return 0;
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return ORC_ERROR;
-	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	close(fd);
-	if (rc == 0) {
-		orc_logf(ORC_LOG_ERROR, "another process is listening on \"%s\"", path);
-		return ORC_ECONFLICT;
-	}
-	if (unlink(path) < 0) {
-		orc_logf(ORC_LOG_ERROR, "unlink() \"%s\" failed: %s", path, strerror(errno));
-		return ORC_ERROR;
-	}
-	return 0;
-}
-
-static int open_socket(struct listener *l)
-{
-	const char *path = l->path;
-	int is_unix = !strchr(path, ':'), err;
-
-	if (is_unix && (err = prepare_unix_path(path)) < 0)
-		return err;
-	l->fd = FCGX_OpenSocket(path, 1024);
-	if (l->fd < 0) {
-		orc_logf(ORC_LOG_ERROR, "FCGX_OpenSocket() \"%s\" failed: %s", path, strerror(errno));
-		return ORC_ERROR;
-	}
-	fcntl(l->fd, F_SETFD, FD_CLOEXEC);
-	/* nginx workers run as another user: let them connect. */
-	if (is_unix && chmod(path, 0666) < 0) {
-		orc_logf(ORC_LOG_ERROR, "chmod() \"%s\" failed: %s", path, strerror(errno));
-		return ORC_ERROR;
-	}
-	return 0;
-}
-
-/* 1 when the request's stdin has been read to its end. */
-static int handle_one(FCGX_Request *fcgi, const struct listener *l)
-{
-	struct api_req r;
-	int64_t t0 = orc_mono_ms();
-	int input_done;
-
-	if (api_req_init(&r, fcgi) == 0) {
-		if (l->auth_only)
-			api_dispatch_auth(&r);
-		else
-			api_dispatch(&r);
-	}
-	if (!r.replied)
-		api_reply_error(&r, ORC_ERROR, "no response");
-	input_done = api_req_end_input(&r);
-	api_metrics_request(&r, orc_mono_ms() - t0);
-	if (orc_log_enabled(ORC_LOG_DEBUG)) {
-		char status[8], ms[24];
-		snprintf(status, sizeof(status), "%d", r.status);
-		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
-		orc_log(ORC_LOG_DEBUG, "request", "method", r.method, "path", r.path, "status", status,
-			"duration_ms", ms, "request_id", r.request_id, NULL);
-	}
-	api_req_release(&r);
-	return input_done;
-}
-
-/*
- * End a request. libfcgi's close of a connection nginx did not ask to keep
- * shuts down the sending side and then reads until nginx closes its end (so
- * that unread input cannot turn the close into a reset): four system calls
- * and a sleep until nginx has handled END_REQUEST, for every auth
- * subrequest. When all input has been read, a plain close cannot reset
- * anything and nginx will not reuse the connection, so the request is
- * finished as if kept (END_REQUEST flushed, the descriptor left open) and
- * the descriptor closed at once.
- */
-static void finish(FCGX_Request *fcgi, int input_done)
-{
-	int close_now = !fcgi->keepConnection && input_done;
-
-	if (close_now)
-		fcgi->keepConnection = 1;
-	FCGX_Finish_r(fcgi);
-	if (close_now) {
-		fcgi->keepConnection = 0;
-		if (fcgi->ipcFd >= 0)
-			close(fcgi->ipcFd);
-		fcgi->ipcFd = -1;
-	}
-}
-
-static void *request_thread(void *arg)
-{
-	const struct listener *l = arg;
-	FCGX_Request fcgi;
-
-	FCGX_InitRequest(&fcgi, l->fd, 0);
-	while (!stopping) {
-		if (FCGX_Accept_r(&fcgi) < 0) {
-			if (stopping)
-				break;
-			usleep(10000); /* EMFILE and friends: do not spin */
-			continue;
-		}
-		pthread_mutex_lock(&active_lock);
-		active++;
-		pthread_mutex_unlock(&active_lock);
-		finish(&fcgi, handle_one(&fcgi, l));
-		pthread_mutex_lock(&active_lock);
-		active--;
-		pthread_mutex_unlock(&active_lock);
-	}
-	FCGX_Free(&fcgi, 0);
-	return NULL;
-}
-
-static int start_threads(int n, struct listener *l)
-{
-	pthread_attr_t attr;
-	int i, rc, err = 0;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (REQUEST_STACK && (rc = pthread_attr_setstacksize(&attr, REQUEST_STACK)) != 0)
-		orc_logf(ORC_LOG_WARN, "pthread_attr_setstacksize() failed: %s", strerror(rc));
-	for (i = 0; i < n; i++) {
-		pthread_t t;
-		if ((rc = pthread_create(&t, &attr, request_thread, l)) != 0) {
-			orc_logf(ORC_LOG_ERROR, "pthread_create() failed: %s", strerror(rc));
-			err = ORC_ERROR;
-			break;
-		}
-	}
-	pthread_attr_destroy(&attr);
-	return err;
-}
-
 /* ORCHARD_API_AUTH_SOCKET, or the public socket's path plus ".auth". */
 static const char *auth_socket_path(const char *sock)
 {
@@ -271,18 +93,6 @@ static const char *auth_socket_path(const char *sock)
 	memcpy(p, sock, n);
 	memcpy(p + n, ".auth", sizeof(".auth"));
 	return p;
-}
-
-static void close_listener(struct listener *l)
-{
-	if (l->fd >= 0)
-		shutdown(l->fd, SHUT_RDWR); /* wakes threads blocked in accept() */
-}
-
-static void remove_listener(const struct listener *l)
-{
-	if (l->path && !strchr(l->path, ':'))
-		unlink(l->path);
 }
 
 int main(int argc, char **argv)
@@ -361,11 +171,12 @@ int main(int argc, char **argv)
 		return 1;
 	/* The auth socket first, so that whoever waits for the request
 	 * socket to appear (stack.sh, a liveness probe) finds both. */
-	if (FCGX_Init() != 0 || open_socket(&auth_listener) < 0 || open_socket(&public_listener) < 0)
+	if (FCGX_Init() != 0 || api_listener_open(&auth_listener) < 0 ||
+	    api_listener_open(&public_listener) < 0)
 		goto fail;
 	if (api_notify_start(dburl) < 0 || api_lanes_start(api_server.workers) < 0 ||
-	    api_lease_start() < 0 || start_threads(auth_threads, &auth_listener) < 0 ||
-	    start_threads(api_server.threads, &public_listener) < 0)
+	    api_lease_start() < 0 || api_listener_start(&auth_listener, auth_threads) < 0 ||
+	    api_listener_start(&public_listener, api_server.threads) < 0)
 		goto fail;
 	orc_log(ORC_LOG_INFO, "orchard-api listening", "socket", sock, "auth_socket", auth_sock,
 		"runner", api_server.runner, NULL);
@@ -376,21 +187,13 @@ int main(int argc, char **argv)
 	} while (sig != SIGTERM && sig != SIGINT);
 
 	orc_log(ORC_LOG_INFO, "shutting down", NULL);
-	stopping = 1;
 	FCGX_ShutdownPending();
-	close_listener(&public_listener);
-	close_listener(&auth_listener);
-	for (i = 0; i < 100; i++) {
-		int n;
-		pthread_mutex_lock(&active_lock);
-		n = active;
-		pthread_mutex_unlock(&active_lock);
-		if (!n)
-			break;
+	api_listener_stop(&public_listener);
+	api_listener_stop(&auth_listener);
+	for (i = 0; i < 100 && api_listener_active(); i++)
 		usleep(100000);
-	}
-	remove_listener(&public_listener);
-	remove_listener(&auth_listener);
+	api_listener_remove(&public_listener);
+	api_listener_remove(&auth_listener);
 	/* Other threads may still be inside libpq or libcurl: do not run
 	 * library destructors under them. Logs are unbuffered; state is in
 	 * the database. */
@@ -399,8 +202,8 @@ int main(int argc, char **argv)
 fail:
 	/* A socket we made must not be left for the next start to find. */
 	if (public_listener.fd >= 0)
-		remove_listener(&public_listener);
+		api_listener_remove(&public_listener);
 	if (auth_listener.fd >= 0)
-		remove_listener(&auth_listener);
+		api_listener_remove(&auth_listener);
 	return 1;
 }

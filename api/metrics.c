@@ -2,7 +2,7 @@
  * GET /metrics: the api's Prometheus metrics (docs/observability.md).
  *
  * Counted as they happen: requests by route pattern, method and status,
- * with their latency (main.c calls api_metrics_request once per request),
+ * with their latency (serve.c calls api_metrics_request once per request),
  * and exec run times by outcome (job_run.c). Read at scrape time: the
  * database pool's use, and sandboxes by state and open jobs by status from
  * two small GROUP BYs over partial indexes (sandboxes_live_idx,
@@ -27,7 +27,7 @@
 static struct orc_metrics reg = ORC_METRICS_INIT;
 static struct orc_metric *requests, *request_seconds, *exec_seconds;
 static struct orc_metric *pool_size, *pool_open, *pool_in_use, *pool_waits, *pool_timeouts;
-static struct orc_metric *stmt_prepares, *stmt_execs;
+static struct orc_metric *stmt_prepares, *stmt_execs, *connections;
 static struct orc_metric *sandboxes, *jobs;
 /* One scrape at a time: the scrape-time gauges are cleared and refilled. */
 static pthread_mutex_t scrape_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,6 +70,10 @@ static const struct orc_metric_def families[] = {
 	{ &stmt_execs, ORC_METRIC_COUNTER, "orchard_api_db_prepared_executions_total",
 	  "Executions of prepared statements (the rest ran unnamed, parsed and planned each time).",
 	  NULL, NULL, 0, 1 },
+	{ &connections, ORC_METRIC_COUNTER, "orchard_api_connections_accepted_total",
+	  "FastCGI connections accepted, by socket (request, auth). nginx keeps the request "
+	  "socket's connections for many requests; every auth subrequest opens one.",
+	  ORC_LABELS("socket"), NULL, 0, 2 },
 	{ &sandboxes, ORC_METRIC_GAUGE, "orchard_sandboxes",
 	  "Sandboxes of all tenants by state (every state but deleted), read from the database.",
 	  ORC_LABELS("state"), NULL, 0, 8 },
@@ -115,6 +119,13 @@ void api_metrics_request(const struct api_req *r, int64_t ms)
 	v[2] = status;
 	orc_metric_inc(requests, v);
 	orc_metric_observe(request_seconds, v, (double)ms / 1000);
+}
+
+void api_metrics_connection(int auth_only)
+{
+	const char *v[1] = { auth_only ? "auth" : "request" };
+
+	orc_metric_inc(connections, v);
 }
 
 void api_metrics_exec(const char *status, int64_t ms)

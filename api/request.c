@@ -246,15 +246,15 @@ int api_req_init(struct api_req *r, FCGX_Request *fcgi)
 
 /*
  * Read what the handler left of the request's stdin (a GET's empty stdin
- * record, a body refused before it was read), so that the connection can be
- * closed at once (main.c), or, should nginx ever keep FastCGI connections
- * (fastcgi_keep_conn, not configured: bench/results/apipath-2026-12-03b.md),
- * carry its next request: libfcgi would otherwise take the rest for the
- * start of the next request, see a protocol error and drop the connection. A buffered body is
- * in nginx's hands whole (client_max_body_size), so this never waits on a
- * client; of a streamed upload (files/raw, archive) at most STREAM_DRAIN_MAX
- * is read: past that the rest is left to libfcgi's lingering close, and
- * nginx, still sending it, never keeps that connection.
+ * record, a body refused before it was read), so that the connection can
+ * carry nginx's next request (serve.c), or be closed at once when nginx
+ * did not ask to keep it: libfcgi would otherwise take the rest for the
+ * start of the next request, see a protocol error and drop the connection.
+ * A buffered body is in nginx's hands whole (client_max_body_size), so this
+ * never waits on a client; of a streamed upload (files/raw, archive) at
+ * most STREAM_DRAIN_MAX is read: past that the rest is left to libfcgi's
+ * lingering close, and nginx, still sending it, never keeps that
+ * connection.
  */
 #define STREAM_DRAIN_MAX (1024 * 1024)
 
