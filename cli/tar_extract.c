@@ -22,6 +22,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include "archive_copy.h"
 #include "err.h"
 #include "transfer.h"
 #include "xalloc.h"
@@ -90,27 +91,9 @@ static int place_entry(struct cli_tar *t, struct archive_entry *e)
 	return 0;
 }
 
-static int copy_data(struct cli_tar *t, struct archive *in, struct archive *disk, const char *name)
-{
-	const void *buf;
-	size_t size;
-	la_int64_t off;
-	int r;
-
-	while ((r = archive_read_data_block(in, &buf, &size, &off)) == ARCHIVE_OK)
-		if (archive_write_data_block(disk, buf, size, off) != ARCHIVE_OK) {
-			tar_fail(t, "cannot write \"%s\": %s", name, archive_error_string(disk));
-			return -1;
-		}
-	if (r != ARCHIVE_EOF) {
-		tar_fail(t, "the tar stream is broken at \"%s\": %s", name, archive_error_string(in));
-		return -1;
-	}
-	return 0;
-}
-
 static int extract(struct cli_tar *t, struct archive *in, struct archive *disk)
 {
+	struct archive *bad = NULL;
 	struct archive_entry *e;
 	char *name = NULL;
 	int r, rc = -1;
@@ -124,8 +107,14 @@ static int extract(struct cli_tar *t, struct archive *in, struct archive *disk)
 			tar_fail(t, "refusing entry \"%s\": %s", name, archive_error_string(disk));
 			goto done;
 		}
-		if (archive_entry_size(e) > 0 && copy_data(t, in, disk, name) < 0)
+		if (archive_entry_size(e) > 0 && orc_archive_copy_data(in, disk, &bad) < 0) {
+			if (bad == disk)
+				tar_fail(t, "cannot write \"%s\": %s", name, archive_error_string(disk));
+			else
+				tar_fail(t, "the tar stream is broken at \"%s\": %s", name,
+					 archive_error_string(in));
 			goto done;
+		}
 		if (archive_write_finish_entry(disk) != ARCHIVE_OK) {
 			tar_fail(t, "cannot finish \"%s\": %s", name, archive_error_string(disk));
 			goto done;

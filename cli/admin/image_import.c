@@ -17,6 +17,7 @@
 #include <archive_entry.h>
 
 #include "admin.h"
+#include "archive_copy.h"
 #include "image.h"
 #include "xalloc.h"
 
@@ -92,28 +93,10 @@ static int place_entry(struct archive_entry *e, const char *dir, const char *fil
 	return 1;
 }
 
-static int copy_data(struct archive *in, struct archive *disk, const char *file, const char *name)
-{
-	const void *buf;
-	size_t size;
-	la_int64_t off;
-	int r;
-
-	while ((r = archive_read_data_block(in, &buf, &size, &off)) == ARCHIVE_OK)
-		if (archive_write_data_block(disk, buf, size, off) != ARCHIVE_OK) {
-			admin_error("\"%s\": cannot write \"%s\": %s", file, name, archive_error_string(disk));
-			return -1;
-		}
-	if (r != ARCHIVE_EOF) {
-		admin_error("\"%s\" is broken at \"%s\": %s", file, name, archive_error_string(in));
-		return -1;
-	}
-	return 0;
-}
-
 static int extract(struct orc_tree_stats *st, struct archive *in, struct archive *disk,
 		   const char *dir, const char *file)
 {
+	struct archive *bad = NULL;
 	struct archive_entry *e;
 	char *name = NULL;
 	int r, placed, rc = -1;
@@ -131,8 +114,15 @@ static int extract(struct orc_tree_stats *st, struct archive *in, struct archive
 			admin_error("\"%s\": refusing entry \"%s\": %s", file, name, archive_error_string(disk));
 			goto done;
 		}
-		if (archive_entry_size(e) > 0 && copy_data(in, disk, file, name) < 0)
+		if (archive_entry_size(e) > 0 && orc_archive_copy_data(in, disk, &bad) < 0) {
+			if (bad == disk)
+				admin_error("\"%s\": cannot write \"%s\": %s", file, name,
+					    archive_error_string(disk));
+			else
+				admin_error("\"%s\" is broken at \"%s\": %s", file, name,
+					    archive_error_string(in));
 			goto done;
+		}
 		if (archive_write_finish_entry(disk) != ARCHIVE_OK) {
 			admin_error("\"%s\": cannot finish \"%s\": %s", file, name, archive_error_string(disk));
 			goto done;

@@ -194,6 +194,24 @@ def test_tar_escaping_the_root_is_refused(stack, env, tmp_path, name):
     assert not os.path.exists(os.path.join(image_dir(stack), "x"))
 
 
+def test_tar_cut_inside_a_file_is_refused_and_leaves_nothing(stack, tmp_path):
+    """A tar whose stream ends inside a file's data (a download cut short):
+    the import fails naming the file, and no image or partial tree stays."""
+    data = os.urandom(64 << 10)
+    big = tarfile.TarInfo("etc/big.bin")
+    big.size = len(data)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        t.addfile(big, io.BytesIO(data))
+    path = tmp_path / "cut.tar"
+    path.write_bytes(buf.getvalue()[:512 + len(data) // 2])   # header + half the data
+    r = img(stack, "import", "cut", "--tar", str(path), check=False)
+    assert r.returncode == 1, r
+    assert "is broken at \"etc/big.bin\"" in r.stderr, r.stderr
+    assert image_row(stack, "cut") == []
+    assert sorted(n for n in os.listdir(image_dir(stack)) if "cut" in n) == []
+
+
 def test_unknown_image_is_422_with_the_import_hint(stack, admin):
     before = stack.counts()
     r = admin.post(stack.url + "/v1/sandboxes", json={"image": "never-imported"})
