@@ -159,13 +159,15 @@ char *cli_url(const struct cli_config *cfg, const char *path);
  * TLS, timeout); returns ORC_ETIMEOUT or ORC_EUNAVAIL. */
 int cli_curl_failed(const struct cli_config *cfg, const char *method, const char *url, int rc,
 		    const char *errbuf);
-/* A CURLcode worth a retry: nothing, or nothing complete, came back. */
-int cli_curl_retryable(int rc);
-/* Before attempt n+1: Retry-After of a 503 (capped) or backoff with jitter. */
-int64_t cli_retry_delay_ms(const struct cli_response *r, int n);
-/* Say so on a terminal (why NULL: a 503), then sleep (ticking req's display, if any). */
-void cli_retry_announce(const char *why, int64_t delay_ms, int attempt);
-void cli_retry_sleep(const struct cli_request *req, int64_t ms);
+/*
+ * Attempt n (>= 1) of a request that may be repeated ended with CURLcode rc
+ * (and, when rc is CURLE_OK, answer r). 1 when another attempt is worth it
+ * (nothing, or nothing complete, came back; or a 503), after saying so on a
+ * terminal and sleeping the pause (Retry-After of a 503, capped, or backoff
+ * with jitter), ticking req's display if any (req may be NULL); else 0.
+ */
+int cli_retry_pause(const struct cli_response *r, int rc, const char *errbuf, int attempt,
+		    const struct cli_request *req);
 
 /* ---- output.c ---- */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -249,11 +249,6 @@ int cli_curl_failed(const struct cli_config *cfg, const char *method, const char
 	}
 }
 
-int cli_curl_retryable(int rc)
-{
-	return is_connection_failure((CURLcode)rc);
-}
-
 static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 			const struct cli_request *req, const char *url, char *errbuf)
 {
@@ -289,7 +284,7 @@ static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 
 /* Before attempt n+1 (n >= 1): Retry-After when the server gave one (at most
  * RETRY_AFTER_MAX_S), else 0.5 s, 1 s, 2 s... (at most 8 s) plus up to 50 % jitter. */
-int64_t cli_retry_delay_ms(const struct cli_response *r, int n)
+static int64_t retry_delay_ms(const struct cli_response *r, int n)
 {
 	unsigned char jitter;
 	int64_t ms;
@@ -304,7 +299,7 @@ int64_t cli_retry_delay_ms(const struct cli_response *r, int n)
 }
 
 /* Sleep, keeping the caller's progress display alive. */
-void cli_retry_sleep(const struct cli_request *req, int64_t ms)
+static void retry_sleep(const struct cli_request *req, int64_t ms)
 {
 	int64_t end = orc_mono_ms() + ms, left;
 	struct timespec ts;
@@ -320,12 +315,21 @@ void cli_retry_sleep(const struct cli_request *req, int64_t ms)
 	}
 }
 
-void cli_retry_announce(const char *why, int64_t delay_ms, int attempt)
+int cli_retry_pause(const struct cli_response *r, int rc, const char *errbuf, int attempt,
+		    const struct cli_request *req)
 {
+	int64_t delay;
+
+	if (rc == CURLE_OK ? r->status != 503 : !is_connection_failure((CURLcode)rc))
+		return 0;
+	delay = retry_delay_ms(r, attempt);
 	if (cli_stderr_is_tty())
 		fprintf(stderr, "\r\033[Korchardctl: %s; retrying in %.1fs (attempt %d of %d)\n",
-			why ? why : "the server is busy (HTTP 503)", (double)delay_ms / 1000, attempt + 1,
-			CLI_HTTP_ATTEMPTS);
+			rc == CURLE_OK ? "the server is busy (HTTP 503)" :
+			errbuf[0] ? errbuf : curl_easy_strerror((CURLcode)rc),
+			(double)delay / 1000, attempt + 1, CLI_HTTP_ATTEMPTS);
+	retry_sleep(req, delay);
+	return 1;
 }
 
 int cli_http(struct cli_response *out, const struct cli_config *cfg, const struct cli_request *req)
@@ -334,7 +338,6 @@ int cli_http(struct cli_response *out, const struct cli_config *cfg, const struc
 	struct cli_response r = CLI_RESPONSE_INIT;
 	char *url = NULL;
 	int attempt, retryable, err = 0;
-	int64_t delay;
 	CURLcode rc = CURLE_OK;
 
 	url = cli_url(cfg, req->path);
@@ -344,14 +347,9 @@ int cli_http(struct cli_response *out, const struct cli_config *cfg, const struc
 		cli_response_release(&r);
 		orc_buf_init(&r.body, CLI_RESPONSE_MAX);
 		rc = perform(&r, cfg, req, url, errbuf);
-		if (!retryable || attempt >= CLI_HTTP_ATTEMPTS)
+		if (!retryable || attempt >= CLI_HTTP_ATTEMPTS ||
+		    !cli_retry_pause(&r, rc, errbuf, attempt, req))
 			break;
-		if (rc == CURLE_OK ? r.status != 503 : !is_connection_failure(rc))
-			break;
-		delay = cli_retry_delay_ms(&r, attempt);
-		cli_retry_announce(rc == CURLE_OK ? NULL : (errbuf[0] ? errbuf : curl_easy_strerror(rc)),
-				   delay, attempt);
-		cli_retry_sleep(req, delay);
 	}
 	if (rc != CURLE_OK) {
 		if (rc == CURLE_WRITE_ERROR && r.too_big) {

@@ -180,7 +180,6 @@ int cli_http_stream(struct cli_response *out, const struct cli_config *cfg, cons
 	struct stream_ctx c;
 	char *url = cli_url(cfg, req->path);
 	int attempt, err = 0;
-	int64_t delay;
 	CURLcode rc = CURLE_OK;
 
 	for (attempt = 1;; attempt++) {
@@ -196,14 +195,9 @@ int cli_http_stream(struct cli_response *out, const struct cli_config *cfg, cons
 			break;
 		rc = perform(&c, cfg, req, url, errbuf);
 		if (attempt >= CLI_HTTP_ATTEMPTS || s->received > 0 || c.in_errno || c.in_aborted ||
-		    (s->in_fd >= 0 && !s->in_rewind && s->sent > 0))
+		    (s->in_fd >= 0 && !s->in_rewind && s->sent > 0) ||
+		    !cli_retry_pause(&r, rc, errbuf, attempt, NULL))
 			break;
-		if (rc == CURLE_OK ? r.status != 503 : !cli_curl_retryable(rc))
-			break;
-		delay = cli_retry_delay_ms(&r, attempt);
-		cli_retry_announce(rc == CURLE_OK ? NULL : (errbuf[0] ? errbuf : curl_easy_strerror(rc)),
-				   delay, attempt);
-		cli_retry_sleep(NULL, delay);
 	}
 	if (rc != CURLE_OK) {
 		if (c.in_aborted || (rc == CURLE_WRITE_ERROR && s->out_errno)) {
