@@ -11,6 +11,15 @@
  * lookup_dcookie, open_by_handle_at, and personality() other than the
  * default and the query. Any syscall of another ABI (32-bit x86 via
  * int 0x80, x32) kills the process. See docs/controller.md.
+ *
+ * The filter is the linear list libseccomp emits, and that costs nothing
+ * per syscall: since Linux 5.11 the kernel works out at load time which
+ * syscall numbers the filter allows whatever their arguments, and lets
+ * those through on a bitmap test without running the BPF (every syscall
+ * here but personality()). Measured on this 6.x kernel: getppid() costs
+ * the same with and without the filter; only an argument-dependent rule
+ * on it made it walk the list (+0.1 us). A reordered or binary-tree
+ * layout would buy nothing (bench/results/agentexec-2026-12-03c.md).
  */
 #include "local.h"
 
