@@ -298,6 +298,15 @@ def test_env_is_merged_and_orchard_variables_removed(agent):
     assert r["stdout"].count("AGENT_TEST_OVERRIDE=") == 1
 
 
+def test_shell_is_set_once_and_a_job_may_override_it(agent):
+    r = agent.exec(command=["env"])
+    shells = [line for line in r["stdout"].splitlines() if line.startswith("SHELL=")]
+    assert len(shells) == 1, shells   # inherited, else the shell commands run in
+    r = agent.exec(command=["env"], env={"SHELL": "/custom/sh"})
+    shells = [line for line in r["stdout"].splitlines() if line.startswith("SHELL=")]
+    assert shells == ["SHELL=/custom/sh"], shells
+
+
 def test_stdin_is_passed_then_closed(agent):
     data = "line one\nline two\n" + "z" * 200000
     r = agent.exec(command="cat; echo done", stdin=data)

@@ -171,6 +171,15 @@ def test_exec_cwd_and_env(stack, admin, sandbox):
     assert job["stdout"] == "bar\n/tmp\n", job
 
 
+def test_exec_sees_shell_unless_it_sets_its_own(stack, admin, sandbox):
+    # The sandbox's environment has no SHELL; the agent gives its shell.
+    job = exec_(stack, admin, sandbox, "echo $SHELL").json()
+    assert job["stdout"] == "/bin/bash\n", job
+    job = exec_(stack, admin, sandbox, ["env"], env={"SHELL": "/bin/sh"}).json()
+    assert [line for line in job["stdout"].splitlines() if line.startswith("SHELL=")] == \
+        ["SHELL=/bin/sh"], job
+
+
 def test_exec_missing_program(stack, admin, sandbox):
     job = exec_(stack, admin, sandbox, ["/no/such/program"]).json()
     assert job["exit_code"] == 127, job
