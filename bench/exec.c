@@ -18,16 +18,21 @@
 #define EXEC_BODY "{\"command\":\"true\",\"wait\":true}"
 #define AGENT_BODY "{\"command\":\"true\"}"
 
-extern char **environ;
-
 /*
  * The baseline: bash -c true spawned the cheapest way there is, the way the
- * agent spawns (posix_spawn, vfork-like), then waited for.
+ * agent spawns (posix_spawn, vfork-like), then waited for. Its environment
+ * is the one a sandbox's command gets (agent: PATH and HOME from bwrap,
+ * SHELL), not the benchmark's own: a LANG makes bash load a locale, and a
+ * missing SHELL makes it read the password database, so the caller's shell
+ * would move the ratio by 20 % (bench/results/agentexec-2026-12-03c.md).
  */
 int bench_spawn_bash_true(double *ms_out)
 {
 	static char a0[] = "bash", a1[] = "-c", a2[] = "true";
+	static char e0[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		e1[] = "HOME=/root", e2[] = "SHELL=/bin/bash";
 	char *const argv[] = { a0, a1, a2, NULL };
+	char *const envp[] = { e0, e1, e2, NULL };
 	double t0 = bench_now_ms();
 	posix_spawn_file_actions_t fa;
 	int status, rc, fd;
@@ -36,7 +41,7 @@ int bench_spawn_bash_true(double *ms_out)
 	posix_spawn_file_actions_init(&fa);
 	for (fd = 0; fd < 3; fd++)
 		posix_spawn_file_actions_addopen(&fa, fd, "/dev/null", O_RDWR, 0);
-	rc = posix_spawn(&pid, "/bin/bash", &fa, NULL, argv, environ);
+	rc = posix_spawn(&pid, "/bin/bash", &fa, NULL, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc != 0)
 		return -1;
