@@ -19,7 +19,7 @@
 
 #define MAX_CONNECTIONS 256
 #define IDLE_TIMEOUT_S 600
-#define CONNECTION_MEMORY (512u << 10)
+#define CONNECTION_MEMORY (32u << 10)
 #define SMALL_BODY (64 * 1024)
 #define EXEC_BODY (8u * 1024 * 1024)
 
@@ -314,10 +314,15 @@ int agent_server_start(struct agent_server **out, const char *listen, const char
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)IDLE_TIMEOUT_S,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-		/* Uploads arrive in reads of up to about this much (MHD's default,
-		 * 32 KiB, meant a recv() and a write() per ~32 KiB of a file).
-		 * The pool is per open connection and only touched pages count:
-		 * idle RSS is unchanged (bench/results/bfiles-2026-12-03.md). */
+		/* MHD's default, 32 KiB, the largest it takes from malloc: a
+		 * larger pool is a fresh mmap per connection, and MHD zeroes the
+		 * unused half of its read buffer at every request, so each call
+		 * (the api's execs and the controller's health checks come on
+		 * connections of their own) faulted in and cleared 256 KiB of a
+		 * 512 KiB pool: ~1 ms of a 9 ms exec through the stack, 6-8 % of
+		 * all CPU in the 1,000-sandbox scale run. Uploads measured as
+		 * fast with 32 KiB as with 512 KiB (bench/README.md, 2026-12-03
+		 * third session). */
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 		MHD_OPTION_END);
 	if (!s->daemon) {
