@@ -12,24 +12,13 @@ connections that follow it.
 import concurrent.futures
 import os
 
-import pytest
-
-from stack import Stack
-from test_auth_socket import accepted_on, api_pid
+# lean: a stack of this module's own with THREADS request threads
+from test_auth_socket import THREADS, accepted_on, api_pid, lean  # noqa: F401 (fixture)
 from test_metrics import parse_metrics, value
 
-THREADS = 2
 # More clients at once than the api has request threads; nginx opens one
 # upstream connection per request in flight and keeps them afterwards.
 CLIENTS = 12
-
-
-@pytest.fixture(scope="module")
-def lean():
-    s = Stack(env={"ORCHARD_API_THREADS": str(THREADS)})
-    s.start()
-    yield s
-    s.close()
 
 
 def accepted(stack, session):
