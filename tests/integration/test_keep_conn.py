@@ -11,9 +11,13 @@ connections that follow it.
 """
 import concurrent.futures
 import os
+import socket
+
+import fcgi_client
 
 # lean: a stack of this module's own with THREADS request threads
 from test_auth_socket import THREADS, accepted_on, api_pid, lean  # noqa: F401 (fixture)
+from test_auth_socket import auth_params
 from test_metrics import parse_metrics, value
 
 # More clients at once than the api has request threads; nginx opens one
@@ -87,3 +91,60 @@ def test_a_request_that_leaves_its_body_unread_does_not_break_later_ones(lean):
         for _ in range(10):
             r = admin.get(lean.url + "/v1/sandboxes", timeout=60)
             assert r.status_code == 200, r.text
+
+
+def health_params():
+    return {"REQUEST_METHOD": "GET", "DOCUMENT_URI": "/health", "SCRIPT_NAME": "/health",
+            "REQUEST_URI": "/health", "QUERY_STRING": "", "CONTENT_TYPE": "",
+            "CONTENT_LENGTH": ""}
+
+
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect(path)
+    return s
+
+
+def closed_by_peer(s):
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_kept_silent_and_garbage_connections_cost_no_thread(lean):
+    """Straight at the request socket, with 2 request threads: connections
+    that send nothing, kept connections between requests, and connections
+    that send garbage (after a request, or at once) neither hold a thread
+    nor stop the api from answering everyone else."""
+    silent = [connect(lean.api_socket) for _ in range(4 * THREADS)]
+    kept = [connect(lean.api_socket) for _ in range(2 * THREADS)]
+    try:
+        for _ in range(3):   # several requests on each kept connection
+            for s in kept:
+                status, _, body = fcgi_client.request(s, health_params(), keep=True)
+                assert status == 200 and b"healthy" in body, (status, body)
+        # Garbage on a kept connection, and on a new one: closed, nothing else.
+        bad = kept.pop()
+        bad.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert closed_by_peer(bad)
+        bad.close()
+        fresh = connect(lean.api_socket)
+        fresh.sendall(b"\x01\x01\x00\x01\x00\x08\x00\x00" + b"\x00\x09" + b"\x00" * 6)  # unknown role
+        assert closed_by_peer(fresh)
+        fresh.close()
+        # Nobody's thread is taken: the auth socket and the api through
+        # nginx still answer, and so do the kept connections.
+        status, headers, _ = fcgi_client.call(lean.api_auth_socket, auth_params("/_auth", lean.admin_key))
+        assert status == 204, (status, headers)
+        admin = lean.session()
+        for _ in range(10):
+            r = admin.get(lean.url + "/v1/sandboxes", timeout=30)
+            assert r.status_code == 200, r.text
+        for s in kept:
+            status, _, _ = fcgi_client.request(s, health_params(), keep=True)
+            assert status == 200
+    finally:
+        for s in silent + kept:
+            s.close()
