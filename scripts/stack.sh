@@ -622,6 +622,29 @@ kill_sandboxes() {
 	say "sandbox processes still running: $(sandbox_pids)"
 }
 
+# The cgroups of the sandboxes just stopped: the controller records each
+# sandbox's cgroup directories in <state>/<id>/cgroup, one per line. Left
+# behind they stay in the kernel after the var dir is gone (every cpu
+# cgroup is a task group the scheduler keeps), and a host that runs many
+# stacks piles them up. Then the stack's own parent cgroups, once empty.
+remove_sandbox_cgroups() {
+	local f dir parents=()
+	for f in "$STATE"/*/cgroup; do
+		[ -f "$f" ] || continue
+		while IFS= read -r dir; do
+			case $dir in
+			/sys/fs/cgroup/*/orchard-*/*) ;;
+			*) continue ;;
+			esac
+			rmdir "$dir" 2>/dev/null || true
+			parents+=("${dir%/*}")
+		done <"$f"
+	done
+	for dir in "${parents[@]}"; do
+		rmdir "$dir" 2>/dev/null || true   # EBUSY while another sandbox is in it
+	done
+}
+
 cmd_down() {
 	[ -d "$RUN" ] || { say "nothing to stop in $VAR"; return 0; }
 	nginx_orphans_kill
@@ -629,6 +652,7 @@ cmd_down() {
 	stop_pid controller TERM 10
 	stop_pid api TERM 10
 	kill_sandboxes
+	remove_sandbox_cgroups
 	if [ -f "$PGDATA/PG_VERSION" ]; then
 		pg_stop
 	fi

@@ -1,4 +1,5 @@
-"""scripts/stack.sh itself: `up` twice is harmless, `down` leaves nothing.
+"""scripts/stack.sh itself: `up` twice is harmless, `down` leaves nothing
+(no process, no cgroup).
 
 Uses a second stack of its own (the session's `stack` fixture must keep
 running for the other tests).
@@ -69,6 +70,11 @@ def test_up_twice_is_harmless_and_down_leaves_no_process(own_stack):
     sandbox_dir = os.path.join(st.var, "sandboxes", sid)
     assert processes_referencing(sandbox_dir), "no process for sandbox %s" % sid
 
+    # its cgroups, as the controller recorded them (none without cgroups)
+    cgroup_file = os.path.join(sandbox_dir, "cgroup")
+    cgroups = open(cgroup_file).read().split() if os.path.exists(cgroup_file) else []
+    assert all(os.path.isdir(d) for d in cgroups), cgroups
+
     pids = read_pids(st.var)
     up2 = st.up()  # again: nothing restarts, nothing is re-created
     assert read_pids(up2.var) == pids
@@ -86,6 +92,9 @@ def test_up_twice_is_harmless_and_down_leaves_no_process(own_stack):
     left = processes_referencing(st.var)
     assert not left, "still running after down: %s" % left
     assert not [n for n, p in pids.items() if alive(p)], pids
+    # nor any cgroup: the sandbox's and the stack's parent ones are gone
+    left = [d for d in cgroups + [os.path.dirname(d) for d in cgroups] if os.path.exists(d)]
+    assert not left, "cgroups left after down: %s" % left
 
     r = subprocess.run([STACK_SH, "status", st.var], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0, r.stdout
