@@ -49,7 +49,8 @@ void agent_command_argv(struct agent_command *c, const char *const *args, size_t
  * is 0.
  */
 void agent_command_pty(struct agent_command *c, const char *const *args, size_t n, int login_shell);
-/* Build envp from the agent's environment and the pairs keys[i]=vals[i]. */
+/* Build envp from the agent's environment and the pairs keys[i]=vals[i],
+ * plus SHELL when neither sets it. */
 void agent_command_env(struct agent_command *c, const char *const *keys,
 		       const char *const *vals, size_t n);
 /* Fill the argv/env/script fields of an exec spec. */

@@ -21,7 +21,7 @@
 /*
  * The baseline: bash -c true spawned the cheapest way there is, the way the
  * agent spawns (posix_spawn, vfork-like), then waited for. Its environment
- * is the one a sandbox's command gets (agent: PATH and HOME from bwrap,
+ * is the one a command in a sandbox has (PATH and HOME from bwrap,
  * SHELL), not the benchmark's own: a LANG makes bash load a locale, and a
  * missing SHELL makes it read the password database, so the caller's shell
  * would move the ratio by 20 % (bench/results/agentexec-2026-12-03c.md).
