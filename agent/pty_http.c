@@ -12,6 +12,7 @@
 #include "base64.h"
 #include "strutil.h"
 #include "ws.h"
+#include "ws_accept.h"
 
 /* GET /pty: the WebSocket handshake (RFC 6455 section 4.2), then the
  * socket goes to a session (pty_session.c). */
@@ -127,7 +128,7 @@ void agent_handle_pty(struct agent_reply *reply, const struct agent_request *req
 	const char *session = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "session");
 	const char *offset = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "offset");
 	struct MHD_Response *resp;
-	char accept[29], protocol[PROTOCOL_MAX];
+	char accept[ORC_WS_ACCEPT_LEN + 1], protocol[PROTOCOL_MAX];
 	uint64_t off;
 
 	if (!upgrade || !has_token(upgrade, "websocket") || !connection || !has_token(connection, "upgrade")) {
@@ -162,7 +163,7 @@ void agent_handle_pty(struct agent_reply *reply, const struct agent_request *req
 		agent_reply_error(reply, 500, "cannot upgrade the connection");
 		return;
 	}
-	agent_ws_accept(accept, key);
+	orc_ws_accept(accept, key);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
 	if (protocols && first_protocol(protocol, sizeof(protocol), protocols) == 0)

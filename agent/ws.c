@@ -10,10 +10,7 @@
 #include <wslay/wslay.h>
 
 #include "err.h"
-#include "base64.h"
 #include "xalloc.h"
-
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
 
 struct agent_ws {
 	int sock;
@@ -204,19 +201,4 @@ int agent_ws_close_sent(const struct agent_ws *w)
 size_t agent_ws_backlog(const struct agent_ws *w)
 {
 	return wslay_event_get_queued_msg_length(w->ctx);
-}
-
-void agent_ws_accept(char out[29], const char *key)
-{
-	struct orc_buf in = ORC_BUF_INIT, b64 = ORC_BUF_INIT;
-	unsigned char digest[20];
-
-	orc_buf_adds(&in, key);
-	orc_buf_adds(&in, WS_GUID);
-	agent_ws_sha1(digest, in.ptr, in.len);
-	orc_base64_encode(&b64, digest, sizeof(digest));
-	memcpy(out, b64.ptr, 28);
-	out[28] = '\0';
-	orc_buf_release(&in);
-	orc_buf_release(&b64);
 }

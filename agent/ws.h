@@ -48,9 +48,4 @@ void agent_ws_close(struct agent_ws *w, uint16_t code, const char *reason);
 int agent_ws_close_sent(const struct agent_ws *w);
 /* Bytes queued and not yet written. */
 size_t agent_ws_backlog(const struct agent_ws *w);
-
-/* The Sec-WebSocket-Accept value (28 characters and NUL) for key. */
-void agent_ws_accept(char out[29], const char *key);
-/* SHA-1 of data (ws_sha1.c). */
-void agent_ws_sha1(unsigned char out[20], const void *data, size_t n);
 #endif

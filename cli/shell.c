@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "err.h"
 #include "io.h"
 #include "json.h"
@@ -83,11 +84,12 @@ static int send_resize(struct session *s)
 static int send_keys(struct session *s, const char *data, size_t n)
 {
 	json_object *o = json_object_new_object();
-	char *b64 = cli_base64_encode(data, n);
+	struct orc_buf b64 = ORC_BUF_INIT;
 
+	orc_base64_encode(&b64, data, n);
 	json_object_object_add(o, "type", json_object_new_string("stdin"));
-	json_object_object_add(o, "data", json_object_new_string(b64));
-	free(b64);
+	json_object_object_add(o, "data", json_object_new_string(orc_buf_cstr(&b64)));
+	orc_buf_release(&b64);
 	return send_json(s, o);
 }
 
@@ -111,7 +113,7 @@ static int on_message(struct session *s, const char *text, size_t len)
 		}
 		data = json_object_get_string(v);
 		orc_buf_reset(&s->bytes);
-		if ((err = cli_base64_decode(&s->bytes, data, strlen(data))) < 0)
+		if ((err = orc_base64_decode(&s->bytes, data, strlen(data))) < 0)
 			goto done;
 		if (s->bytes.len && orc_write_all(STDOUT_FILENO, s->bytes.ptr, s->bytes.len) < 0)
 			err = ORC_ERROR;

@@ -7,50 +7,19 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 
+#include "base64.h"
 #include "err.h"
 #include "json.h"
 #include "strutil.h"
 #include "ws.h"
+#include "ws_accept.h"
 #include "xalloc.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
 #define HANDSHAKE_MAX (16 * 1024)
 #define REFUSAL_BODY_MAX (64 * 1024)
 #define HANDSHAKE_TIMEOUT_MS 30000
 #define SEND_TIMEOUT_MS 60000
-
-char *cli_base64_encode(const void *data, size_t len)
-{
-	char *out = xmalloc(orc_add_size(orc_mul_size(len / 3 + 1, 4), 1));
-
-	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-	return out;
-}
-
-int cli_base64_decode(struct orc_buf *out, const char *text, size_t len)
-{
-	unsigned char *tmp;
-	size_t pad = 0;
-	int n;
-
-	if (len % 4 || len > INT32_MAX)
-		return ORC_EINVALID;
-	if (len == 0)
-		return 0;
-	if (text[len - 1] == '=')
-		pad = text[len - 2] == '=' ? 2 : 1;
-	tmp = xmalloc(len / 4 * 3 + 1);
-	n = EVP_DecodeBlock(tmp, (const unsigned char *)text, (int)len);
-	if (n < 0 || (size_t)n < pad || orc_buf_add(out, tmp, (size_t)n - pad) < 0) {
-		free(tmp);
-		return ORC_EINVALID;
-	}
-	free(tmp);
-	return 0;
-}
 
 /* Wait until fd is ready for events, at most ms; 0 or ORC_ETIMEOUT. */
 static int wait_fd(int fd, short events, int ms)
@@ -334,19 +303,14 @@ static int report_refusal(struct cli_ws *ws, long status, size_t head_len)
 	return status == 404 ? ORC_ENOTFOUND : ORC_ERROR;
 }
 
-/* Sec-WebSocket-Accept must be base64(SHA-1(key GUID)). */
+/* Sec-WebSocket-Accept must be the proof for our key (RFC 6455 4.1). */
 static int accept_ok(const char *head, size_t head_len, const char *key)
 {
-	unsigned char digest[SHA_DIGEST_LENGTH];
-	char *want, *got = head_header(head, head_len, "sec-websocket-accept:"), *text;
+	char want[ORC_WS_ACCEPT_LEN + 1], *got = head_header(head, head_len, "sec-websocket-accept:");
 	int ok;
 
-	text = xasprintf("%s" WS_GUID, key);
-	SHA1((const unsigned char *)text, strlen(text), digest);
-	want = cli_base64_encode(digest, sizeof(digest));
+	orc_ws_accept(want, key);
 	ok = got && !strcmp(got, want);
-	free(text);
-	free(want);
 	free(got);
 	return ok;
 }
@@ -356,7 +320,8 @@ int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *
 	struct cli_request req = { NULL, path, NULL, NULL, -1, NULL, NULL };
 	struct curl_slist *hdrs = NULL;
 	struct orc_buf text = ORC_BUF_INIT;
-	char errbuf[CURL_ERROR_SIZE], nonce[16], *key = NULL, *url = cli_url(cfg, path);
+	struct orc_buf key = ORC_BUF_INIT;
+	char errbuf[CURL_ERROR_SIZE], nonce[16], *url = cli_url(cfg, path);
 	curl_socket_t sock;
 	size_t head_len = 0;
 	long status = 0;
@@ -386,8 +351,8 @@ int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *
 	}
 	ws->fd = (int)sock;
 	orc_random_bytes(nonce, sizeof(nonce));
-	key = cli_base64_encode(nonce, sizeof(nonce));
-	if ((err = request_text(&text, cfg, url, key)) < 0) {
+	orc_base64_encode(&key, nonce, sizeof(nonce));
+	if ((err = request_text(&text, cfg, url, orc_buf_cstr(&key))) < 0) {
 		cli_error("invalid server URL \"%s\"", cfg->url);
 		goto done;
 	}
@@ -405,7 +370,7 @@ int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *
 		err = report_refusal(ws, status, head_len);
 		goto done;
 	}
-	if (!accept_ok(ws->in.ptr, head_len, key)) {
+	if (!accept_ok(ws->in.ptr, head_len, orc_buf_cstr(&key))) {
 		cli_error("the WebSocket upgrade with %s failed: wrong Sec-WebSocket-Accept", cfg->url);
 		err = ORC_ERROR;
 		goto done;
@@ -420,7 +385,7 @@ done:
 	}
 	curl_slist_free_all(hdrs);
 	orc_buf_release(&text);
-	free(key);
+	orc_buf_release(&key);
 	free(url);
 	return err;
 }

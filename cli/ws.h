@@ -55,8 +55,4 @@ int cli_ws_next(struct cli_ws *ws, int *op, struct orc_buf *out);
 /* Send a close frame (once) with code. */
 void cli_ws_send_close(struct cli_ws *ws, unsigned code);
 void cli_ws_release(struct cli_ws *ws);
-
-/* Standard base64 (libcrypto). decode: 0, or ORC_EINVALID. */
-char *cli_base64_encode(const void *data, size_t len);
-int cli_base64_decode(struct orc_buf *out, const char *text, size_t len);
 #endif

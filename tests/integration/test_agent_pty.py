@@ -27,7 +27,7 @@ from busybox import static_busybox
 AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
 TOKEN = "pty-t0ken"
 INIT_TIMEOUT_MS = 1500
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
+GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class Agent:

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
+GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 ERROR_SHAPE = {"detail", "code", "request_id"}
 
 

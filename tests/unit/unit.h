@@ -39,4 +39,5 @@ extern const struct unit_test metrics_tests[];
 extern const struct unit_test agent_parser_tests[];
 extern const struct unit_test rmtree_tests[];
 extern const struct unit_test pgarray_tests[];
+extern const struct unit_test ws_accept_tests[];
 #endif

@@ -1,10 +1,9 @@
-#include "ws.h"
+#include "sha1.h"
 
 #include <stdint.h>
 #include <string.h>
 
-/* SHA-1 (FIPS 180-4), only for the Sec-WebSocket-Accept value of RFC 6455,
- * where it is a fixed part of the handshake rather than a security measure. */
+/* SHA-1 (FIPS 180-4): see sha1.h for what it may be used for. */
 
 static uint32_t rol(uint32_t x, unsigned n)
 {
@@ -37,7 +36,7 @@ static void block(uint32_t h[5], const unsigned char *p)
 	h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
 }
 
-void agent_ws_sha1(unsigned char out[20], const void *data, size_t n)
+void orc_sha1(unsigned char out[ORC_SHA1_LEN], const void *data, size_t n)
 {
 	uint32_t h[5] = { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0 };
 	const unsigned char *p = data;
