@@ -28,6 +28,7 @@
 	X(archive_entry_set_size) \
 	X(archive_entry_size) \
 	X(archive_error_string) \
+	X(archive_filter_bytes) \
 	X(archive_read_data_block) \
 	X(archive_read_free) \
 	X(archive_read_new) \
@@ -67,6 +68,7 @@ AGENT_ARCHIVE_SYMS(AGENT_DL_DECLARE)
 #define archive_entry_set_size agent_dl_archive_entry_set_size
 #define archive_entry_size agent_dl_archive_entry_size
 #define archive_error_string agent_dl_archive_error_string
+#define archive_filter_bytes agent_dl_archive_filter_bytes
 #define archive_read_data_block agent_dl_archive_read_data_block
 #define archive_read_free agent_dl_archive_read_free
 #define archive_read_new agent_dl_archive_read_new

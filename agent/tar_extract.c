@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <microhttpd.h>
 
@@ -24,11 +25,14 @@
 /*
  * PUT /archive: extract a tar stream into a directory as it arrives. MHD
  * pushes the body and libarchive pulls, so the body goes into a pipe that
- * an extraction thread reads. Entries are checked by name (tar_name.c),
- * placed under the directory's real path, and written with libarchive's
- * SECURE_NODOTDOT and SECURE_SYMLINKS, so an entry cannot land outside the
- * directory, through a symlink either. The first refused entry stops the
- * extraction.
+ * an extraction thread reads. Entries are checked by name (tar_name.c) and
+ * against symlinks already on their way in the directory, placed under a
+ * staging directory inside the directory's real path, and written with
+ * libarchive's SECURE_NODOTDOT and SECURE_SYMLINKS, so an entry cannot land
+ * outside the directory, through a symlink either. The first refused entry,
+ * or passing the expansion bound (tar.h), stops the extraction and the
+ * staging directory is removed; only an archive accepted whole is moved
+ * into place (tar_merge.c).
  */
 
 #define EXTRACT_FLAGS (ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME | \
@@ -37,6 +41,7 @@
 struct tar_in {
 	char *path;                /* the target directory as requested */
 	char *dir;                 /* its real path ("" for "/") */
+	char *stage;               /* the staging directory inside it */
 	int pipe_r, pipe_w;
 	pthread_t thread;
 	int started, joined;
@@ -71,11 +76,41 @@ static const char *why(struct archive *a)
 	return s ? s : "unknown error";
 }
 
-/* The entry's path (and hard link target) under t->dir. */
+/* No symlink among the existing parents of name in the target: the
+ * staging directory has none of them, so libarchive cannot see them. */
+static int check_parents(struct tar_in *t, const char *name)
+{
+	char *p = xasprintf("%s/%s", t->dir, name), *slash;
+	size_t skip = strlen(t->dir) + 1;
+	struct stat st;
+	int err = 0, depth = 0;
+
+	for (slash = strchr(p + skip, '/'); slash && !err; slash = strchr(slash + 1, '/')) {
+		if (++depth > AGENT_TAR_MAX_DEPTH) {
+			err = t_fail(t, ORC_EINVALID, "entry \"%s\" is more than %d levels deep",
+				     name, AGENT_TAR_MAX_DEPTH);
+			break;
+		}
+		*slash = '\0';
+		if (lstat(p, &st) < 0) {
+			*slash = '/';
+			break; /* not there yet: nothing more to follow */
+		}
+		if (S_ISLNK(st.st_mode))
+			err = t_fail(t, ORC_EINVALID, "entry \"%s\" refused: \"%s\" is a symlink",
+				     name, p + skip);
+		*slash = '/';
+	}
+	free(p);
+	return err;
+}
+
+/* The entry's path (and hard link target) under t->stage. */
 static int place(struct tar_in *t, struct archive_entry *e)
 {
 	const char *name = archive_entry_pathname(e), *link = archive_entry_hardlink(e);
 	char *full;
+	int err;
 
 	if (agent_tar_name_check(name) < 0)
 		return t_fail(t, ORC_EINVALID, "entry \"%s\" is outside the target directory",
@@ -83,13 +118,37 @@ static int place(struct tar_in *t, struct archive_entry *e)
 	if (link && agent_tar_name_check(link) < 0)
 		return t_fail(t, ORC_EINVALID, "entry \"%s\" links outside the target directory",
 			      name);
-	full = xasprintf("%s/%s", t->dir, name);
+	if ((err = check_parents(t, name)) < 0)
+		return err;
+	full = xasprintf("%s/%s", t->stage, name);
 	archive_entry_copy_pathname(e, full);
 	free(full);
 	if (link) {
-		full = xasprintf("%s/%s", t->dir, link);
+		full = xasprintf("%s/%s", t->stage, link);
 		archive_entry_copy_hardlink(e, full);
 		free(full);
+	}
+	return 0;
+}
+
+/* The expansion bound (tar.h) after more output. */
+static int check_bound(struct tar_in *t, struct archive *in)
+{
+	const struct agent_tar_limits *l = agent_tar_limits();
+	uint64_t expanded = t->bytes + 512 * t->entries;
+	int64_t raw;
+
+	if (t->bytes > l->bytes)
+		return t_fail(t, ORC_ETOOBIG, "archive expands to more than %" PRIu64 " bytes of file data",
+			      l->bytes);
+	if (t->entries > l->entries)
+		return t_fail(t, ORC_ETOOBIG, "archive has more than %" PRIu64 " entries", l->entries);
+	if (l->ratio && expanded > l->ratio_floor) {
+		raw = archive_filter_bytes(in, -1);
+		if (raw > 0 && expanded / (uint64_t)raw >= l->ratio)
+			return t_fail(t, ORC_ETOOBIG, "archive expands more than %" PRIu64
+				      " times its size (%" PRIu64 " bytes from %" PRId64 ")",
+				      l->ratio, expanded, raw);
 	}
 	return 0;
 }
@@ -107,9 +166,11 @@ static int copy_data(struct tar_in *t, struct archive *in, struct archive *out, 
 			return 0;
 		if (r < ARCHIVE_WARN)
 			return t_fail(t, ORC_EINVALID, "reading entry \"%s\" failed: %s", name, why(in));
+		t->bytes += size;
+		if (check_bound(t, in) < 0)
+			return t->t_err;
 		if (archive_write_data_block(out, block, size, offset) < ARCHIVE_WARN)
 			return t_fail(t, ORC_ERROR, "writing entry \"%s\" failed: %s", name, why(out));
-		t->bytes += size;
 	}
 }
 
@@ -136,7 +197,8 @@ static void *extract_thread(void *cls)
 		}
 		free(name);
 		name = xstrdup(archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
-		if ((err = place(t, e)) < 0)
+		t->entries++;
+		if ((err = check_bound(t, in)) < 0 || (err = place(t, e)) < 0)
 			break;
 		if (archive_write_header(out, e) < ARCHIVE_WARN) {
 			err = t_fail(t, ORC_EINVALID, "entry \"%s\" refused: %s", name, why(out));
@@ -148,7 +210,6 @@ static void *extract_thread(void *cls)
 			err = t_fail(t, ORC_ERROR, "writing entry \"%s\" failed: %s", name, why(out));
 			break;
 		}
-		t->entries++;
 	}
 	/* close applies the deferred directory modes and times */
 	if (archive_write_close(out) < ARCHIVE_WARN && !err)
@@ -189,6 +250,14 @@ static int begin(void **out, const struct agent_request *req)
 	t->dir = strcmp(real, "/") ? xstrdup(real) : xstrdup("");
 	t->path = path;
 	path = NULL;
+	t->stage = xasprintf("%s/.orchard-archive-XXXXXX", t->dir);
+	if (!mkdtemp(t->stage)) {
+		snprintf(t->msg, sizeof(t->msg), "mkdtemp() \"%s\" failed: %s", t->stage, strerror(errno));
+		err = agent_errno_err(errno);
+		free(t->stage);
+		t->stage = NULL;
+		goto done;
+	}
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		snprintf(t->msg, sizeof(t->msg), "pipe() failed: %s", strerror(errno));
 		err = ORC_ERROR;
@@ -252,6 +321,8 @@ static void free_upload(void *cls)
 	struct tar_in *t = cls;
 
 	finish(t);
+	agent_tar_discard(t->stage);
+	free(t->stage);
 	free(t->dir);
 	free(t->path);
 	free(t);
@@ -269,6 +340,13 @@ void agent_handle_archive_put(struct agent_reply *reply, const struct agent_requ
 		return;
 	}
 	finish(t);
+	if (!t->err && !t->t_err &&
+	    (t->t_err = agent_tar_merge(t->stage, t->dir, t->t_msg, sizeof(t->t_msg))) == 0) {
+		free(t->stage);
+		t->stage = NULL;
+	}
+	/* a refused archive leaves nothing, before the reply is sent */
+	agent_tar_discard(t->stage);
 	if (t->err) {
 		agent_reply_err(reply, t->err, t->msg);
 		return;

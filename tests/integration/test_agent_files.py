@@ -16,6 +16,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.parse
+import zlib
 
 import pytest
 
@@ -403,8 +404,7 @@ def test_tar_entry_outside_the_directory_is_refused(agent, d, kind, bad):
     assert bad in body["error"]
     assert os.listdir(outside) == []
     assert not os.path.exists(os.path.join(d, "evil"))
-    assert open(os.path.join(dest, "first.txt")).read() == "ok\n"
-    assert not os.path.exists(os.path.join(dest, "after.txt"))  # nothing after the refusal
+    assert os.listdir(dest) == []  # atomic: not even the entries before the refusal
 
 
 def test_tar_refuses_writing_through_a_symlink_already_in_the_directory(agent, d):
@@ -421,6 +421,147 @@ def test_tar_refuses_writing_through_a_symlink_already_in_the_directory(agent, d
     status, body, _ = agent.request("PUT", "/archive?" + q(dest), body=buf.getvalue())
     assert status == 400 and "lnk/evil" in body["error"], body
     assert os.listdir(outside) == []
+
+
+def tar_of(entries):
+    """A tar of (name, bytes) files and (name, None) directories."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name, data in entries:
+            ti = tarfile.TarInfo(name)
+            if data is None:
+                ti.type = tarfile.DIRTYPE
+                ti.mode = 0o755
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_tar_refused_late_changes_nothing(agent, d):
+    """Issue 19 item 14: a tar refused at its last entry leaves the directory
+    exactly as it was: earlier entries are not extracted, files it would
+    replace keep their content, and no staging directory is left."""
+    dest = os.path.join(d, "dest")
+    os.makedirs(os.path.join(dest, "keep"))
+    with open(os.path.join(dest, "keep", "old.txt"), "w") as f:
+        f.write("old\n")
+    before = snapshot(dest)
+    body = tar_of([("keep/old.txt", b"new\n"), ("keep/added.txt", b"added\n"),
+                   ("top.txt", b"top\n"), ("../evil", b"bad\n")])
+    status, reply, _ = agent.request("PUT", "/archive?" + q(dest), body=body)
+    assert status == 400 and "../evil" in reply["error"], reply
+    assert snapshot(dest) == before
+    assert not os.path.exists(os.path.join(d, "evil"))
+
+
+def test_tar_cut_short_changes_nothing(agent, d):
+    dest = os.path.join(d, "dest")
+    os.makedirs(dest)
+    body = tar_of([("a.txt", b"a" * 5000), ("b.txt", b"b" * 5000)])
+    status, reply, _ = agent.request("PUT", "/archive?" + q(dest), body=body[:4096])
+    assert status == 400, reply
+    assert os.listdir(dest) == []
+
+
+def test_tar_merges_into_an_existing_directory(agent, d):
+    """An accepted tar is moved in: new names added, files replaced,
+    existing directories merged (keeping their other entries), a symlink
+    at an entry's own name replaced by the entry, not followed."""
+    dest, outside = os.path.join(d, "dest"), os.path.join(d, "outside")
+    os.makedirs(os.path.join(dest, "sub"))
+    os.makedirs(outside)
+    with open(os.path.join(dest, "sub", "other.txt"), "w") as f:
+        f.write("other\n")
+    with open(os.path.join(dest, "f.txt"), "w") as f:
+        f.write("old\n")
+    os.symlink(os.path.join(outside, "target"), os.path.join(dest, "lnk"))
+    body = tar_of([("sub", None), ("sub/new.txt", b"new\n"), ("f.txt", b"replaced\n"),
+                   ("lnk", b"plain\n"), ("deep", None), ("deep/er", None), ("deep/er/x", b"x")])
+    status, reply, _ = agent.request("PUT", "/archive?" + q(dest), body=body)
+    assert status == 200 and reply["entries"] == 7, reply
+    assert sorted(os.listdir(dest)) == ["deep", "f.txt", "lnk", "sub"]
+    assert sorted(os.listdir(os.path.join(dest, "sub"))) == ["new.txt", "other.txt"]
+    assert open(os.path.join(dest, "f.txt")).read() == "replaced\n"
+    assert not os.path.islink(os.path.join(dest, "lnk"))
+    assert open(os.path.join(dest, "lnk")).read() == "plain\n"
+    assert open(os.path.join(dest, "deep", "er", "x")).read() == "x"
+    assert os.listdir(outside) == []
+
+
+def test_tar_read_only_directory_entry_is_moved_in(agent, d):
+    """A directory entry without owner write (applied at the end of the
+    extraction) still moves into place and keeps its mode."""
+    dest = os.path.join(d, "dest")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        ti = tarfile.TarInfo("ro")
+        ti.type = tarfile.DIRTYPE
+        ti.mode = 0o555
+        t.addfile(ti)
+        ti = tarfile.TarInfo("ro/f")
+        ti.size = 2
+        t.addfile(ti, io.BytesIO(b"hi"))
+    status, reply, _ = agent.request("PUT", "/archive?" + q(dest), body=buf.getvalue())
+    assert status == 200, reply
+    assert os.listdir(dest) == ["ro"]
+    assert stat.S_IMODE(os.stat(os.path.join(dest, "ro")).st_mode) == 0o555
+    assert open(os.path.join(dest, "ro", "f")).read() == "hi"
+    os.chmod(os.path.join(dest, "ro"), 0o755)
+
+
+_BOMB = []
+
+
+def gzip_bomb():
+    """About 1 MiB of tar.gz that expands to 1 GiB of zeros (cached)."""
+    if not _BOMB:
+        c = zlib.compressobj(9, zlib.DEFLATED, 31)
+        ti = tarfile.TarInfo("zeros")
+        ti.size = 1 << 30
+        out = [c.compress(ti.tobuf(format=tarfile.GNU_FORMAT))]
+        zeros = bytes(1 << 20)
+        out += [c.compress(zeros) for _ in range(1024)]
+        out += [c.compress(bytes(1024)), c.flush()]
+        _BOMB.append(b"".join(out))
+    return _BOMB[0]
+
+
+def test_tar_gzip_bomb_is_413_and_leaves_nothing(agent, d):
+    """Issue 19 item 3: a 1 MiB tar.gz that would become 1 GiB is refused
+    by the expansion ratio with 413, and nothing of it stays on disk."""
+    dest = os.path.join(d, "dest")
+    os.makedirs(dest)
+    bomb = gzip_bomb()
+    assert len(bomb) < 2 << 20
+    status, reply, _ = agent.request("PUT", "/archive?" + q(dest), body=bomb)
+    assert status == 413, reply
+    assert "times its size" in reply["error"]
+    assert os.listdir(dest) == []
+
+
+def test_tar_entry_and_byte_bounds_are_413(base, d):
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    proc, small = start_agent(run, extra_env={"ORCHARD_AGENT_ARCHIVE_MAX_ENTRIES": "3",
+                                              "ORCHARD_AGENT_ARCHIVE_MAX_BYTES": "1000"})
+    try:
+        dest = os.path.join(d, "dest")
+        status, reply, _ = small.request("PUT", "/archive?" + q(dest),
+                                         body=tar_of([("f%d" % i, b"x") for i in range(4)]))
+        assert status == 413 and "more than 3 entries" in reply["error"], reply
+        assert os.listdir(dest) == []
+        status, reply, _ = small.request("PUT", "/archive?" + q(dest),
+                                         body=tar_of([("a", b"x" * 600), ("b", b"y" * 600)]))
+        assert status == 413 and "1000 bytes" in reply["error"], reply
+        assert os.listdir(dest) == []
+        status, reply, _ = small.request("PUT", "/archive?" + q(dest),
+                                         body=tar_of([("a", b"x" * 600), ("b", b"y" * 400)]))
+        assert status == 200 and reply["entries"] == 2, reply
+        assert sorted(os.listdir(dest)) == ["a", "b"]
+    finally:
+        assert stop_agent(proc) == 0
 
 
 def test_tar_gzip_is_accepted(agent, d):

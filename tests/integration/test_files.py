@@ -12,6 +12,7 @@ import os
 import tarfile
 import threading
 import time
+import zlib
 
 import pytest
 
@@ -411,6 +412,38 @@ def test_tar_directory_round_trip(stack, admin, box):
     assert_error(admin.put(url(stack, box, "archive"), params={"path": "/workspace/tree"},
                            data=bad.getvalue()), 400, "bad_request", "escape")
     assert events(stack, box, "archive.upload")[-1][1]["success"] is False
+
+
+def gzip_bomb():
+    """About 1 MiB of tar.gz that expands to 1 GiB of zeros."""
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    info = tarfile.TarInfo("zeros")
+    info.size = 1 << 30
+    out = [c.compress(info.tobuf(format=tarfile.GNU_FORMAT))]
+    zeros = bytes(MiB)
+    out += [c.compress(zeros) for _ in range(1024)]
+    return b"".join(out + [c.compress(bytes(1024)), c.flush()])
+
+
+def test_tar_bomb_and_refused_tar_leave_nothing_in_the_sandbox(stack, admin, box):
+    """Issue 19 items 3 and 14 through the stack: a 1 MiB tar.gz bomb is a
+    413 JSON error, a tar refused at its last entry is a 400, and neither
+    leaves an entry (or a staging directory) in the sandbox."""
+    run(stack, admin, box, "mkdir -p /workspace/atomic && echo old > /workspace/atomic/keep")
+    bomb = gzip_bomb()
+    assert len(bomb) < 2 * MiB
+    assert_error(admin.put(url(stack, box, "archive"), params={"path": "/workspace/atomic"},
+                           data=bomb), 413, None, "times its size")
+    late = io.BytesIO()
+    with tarfile.open(fileobj=late, mode="w") as tar:
+        for name in ("keep", "new.txt", "../escape"):
+            info = tarfile.TarInfo(name)
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"new\n"))
+    assert_error(admin.put(url(stack, box, "archive"), params={"path": "/workspace/atomic"},
+                           data=late.getvalue()), 400, "bad_request", "escape")
+    out = run(stack, admin, box, "ls -A /workspace/atomic; cat /workspace/atomic/keep")
+    assert out["stdout"] == "keep\nold\n", out
 
 
 # ---- tenants, readiness, bad input --------------------------------------------------------
