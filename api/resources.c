@@ -6,12 +6,17 @@
  *                   controller/leader.h, seen in pg_locks). 200, or 503 with
  *                   the reason. Needs no tenant, so it works whether or not
  *                   nginx authenticates it.
- *   GET /resources  capacity in Orchard's shape (status "ok", totals,
- *                   available, sandbox_pods), from the database (live
- *                   sandboxes and what they were given) and this host
- *                   (online cpus, physical memory), plus the caller's tenant
- *                   with its quotas and usage.
+ *   GET /resources  capacity in Orchard's shape (status "ok", nodes,
+ *                   total_capacity, total_allocatable, total_requested,
+ *                   available, sandbox_pods as a list of pods), from the
+ *                   database (live sandboxes and what they were given) and
+ *                   this host (online cpus, physical memory), plus ours:
+ *                   totals, allocated, sandboxes by state and the caller's
+ *                   tenant with its quotas and usage. sandbox_pods lists
+ *                   only the caller's own sandboxes (tenants never see each
+ *                   other's), at most POD_LIST_MAX of them.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,8 @@
 /* controller/leader.h: CTL_LEADER_LOCK. A bigint advisory lock shows in
  * pg_locks as classid = high 32 bits, objid = low 32 bits, objsubid = 1. */
 #define CONTROLLER_LOCK 0x6f72636861726401ULL
+
+#define POD_LIST_MAX 1000
 
 int api_ready_get(struct api_req *r)
 {
@@ -78,6 +85,79 @@ static json_object *capacity(int64_t cpu_millis, int64_t memory_bytes)
 	return o;
 }
 
+/* Orchard's {cpu (cores), memory_bytes}. */
+static json_object *orchard_capacity(int64_t cpu_millis, int64_t memory_bytes)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "cpu", json_object_new_double((double)cpu_millis / 1000.0));
+	json_object_object_add(o, "memory_bytes", json_object_new_int64(memory_bytes));
+	return o;
+}
+
+/* Orchard's nodes: this host, whose capacity is all allocatable. */
+static json_object *host_nodes(int64_t cpu_millis, int64_t memory_bytes)
+{
+	json_object *nodes = json_object_new_array(), *n = json_object_new_object();
+	char host[HOST_NAME_MAX + 1];
+
+	if (gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[HOST_NAME_MAX] = '\0';
+	json_object_object_add(n, "name", json_object_new_string(host));
+	json_object_object_add(n, "capacity", orchard_capacity(cpu_millis, memory_bytes));
+	json_object_object_add(n, "allocatable", orchard_capacity(cpu_millis, memory_bytes));
+	json_object_array_add(nodes, n);
+	return nodes;
+}
+
+enum { P_ID, P_POD, P_NAMESPACE, P_STATE, P_CPU, P_MEM };
+
+/* Orchard's sandbox_pods: the caller's live sandboxes, oldest first; sets
+ * *truncated when there are more than POD_LIST_MAX. */
+static int tenant_pods(json_object **out, int *truncated, struct api_req *r, const char *tenant)
+{
+	char limit[16];
+	const char *params[2] = { tenant, limit };
+	json_object *list, *p;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int i, n, err;
+
+	snprintf(limit, sizeof(limit), "%d", POD_LIST_MAX + 1);
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return err;
+	err = orc_pg_query(&res, db,
+		"SELECT s.id, coalesce(s.driver_handle, ''), t.name, s.state, s.cpu_millis,"
+		" s.memory_bytes FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
+		" WHERE s.tenant_id = $1::bigint AND s.state IN ('pending', 'ready')"
+		" ORDER BY s.created_at, s.id LIMIT $2::int", 2, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return err;
+	api_own_pg(r, res);
+	n = PQntuples(res);
+	*truncated = n > POD_LIST_MAX;
+	list = json_object_new_array();
+	for (i = 0; i < n && i < POD_LIST_MAX; i++) {
+		p = json_object_new_object();
+		json_object_object_add(p, "name", json_object_new_string(
+			*PQgetvalue(res, i, P_POD) ? PQgetvalue(res, i, P_POD) : PQgetvalue(res, i, P_ID)));
+		json_object_object_add(p, "namespace", json_object_new_string(PQgetvalue(res, i, P_NAMESPACE)));
+		json_object_object_add(p, "phase", json_object_new_string(
+			strcmp(PQgetvalue(res, i, P_STATE), "ready") ? "Pending" : "Running"));
+		json_object_object_add(p, "cpu_request", json_object_new_double(
+			(double)strtoll(PQgetvalue(res, i, P_CPU), NULL, 10) / 1000.0));
+		json_object_object_add(p, "memory_request_bytes", json_object_new_int64(
+			strtoll(PQgetvalue(res, i, P_MEM), NULL, 10)));
+		json_object_object_add(p, "sandbox_id", json_object_new_string(PQgetvalue(res, i, P_ID)));
+		json_object_object_add(p, "status", json_object_new_string(PQgetvalue(res, i, P_STATE)));
+		json_object_array_add(list, p);
+	}
+	*out = list;
+	return 0;
+}
+
 enum {
 	R_LIVE, R_CPU, R_MEM, R_PENDING, R_READY, R_FAILED, R_DELETING,
 	R_TENANT, R_MAX_SB, R_MAX_CPU, R_MAX_MEM, R_T_LIVE, R_T_CPU, R_T_MEM,
@@ -87,13 +167,13 @@ int api_resources_get(struct api_req *r)
 {
 	char tenant[24];
 	const char *params[1] = { tenant };
-	json_object *o, *totals, *by_state, *t, *usage;
+	json_object *o, *totals, *by_state, *t, *usage, *pods = NULL;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	int64_t host_cpu, host_mem, cpu, mem;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
-	int err;
+	int truncated = 0, err;
 
 	host_cpu = (ncpu > 0 ? ncpu : 1) * 1000;
 	host_mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
@@ -121,6 +201,8 @@ int api_resources_get(struct api_req *r)
 	api_own_pg(r, res);
 	if (PQntuples(res) != 1)
 		return api_reply_error(r, ORC_ENOTFOUND, "tenant not found");
+	if ((err = tenant_pods(&pods, &truncated, r, tenant)) < 0)
+		return api_reply_error(r, err, "cannot read the resources");
 
 	cpu = col_i64(res, R_CPU);
 	mem = col_i64(res, R_MEM);
@@ -132,7 +214,13 @@ int api_resources_get(struct api_req *r)
 	json_object_object_add(o, "allocated", capacity(cpu, mem));
 	json_object_object_add(o, "available", capacity(host_cpu > cpu ? host_cpu - cpu : 0,
 						       host_mem > mem ? host_mem - mem : 0));
-	json_object_object_add(o, "sandbox_pods", json_object_new_int64(col_i64(res, R_LIVE)));
+	json_object_object_add(o, "nodes", host_nodes(host_cpu, host_mem));
+	json_object_object_add(o, "total_capacity", orchard_capacity(host_cpu, host_mem));
+	json_object_object_add(o, "total_allocatable", orchard_capacity(host_cpu, host_mem));
+	json_object_object_add(o, "total_requested", orchard_capacity(cpu, mem));
+	json_object_object_add(o, "sandbox_pods", pods);
+	json_object_object_add(o, "sandbox_pods_truncated", json_object_new_boolean(truncated));
+	json_object_object_add(o, "live_sandboxes", json_object_new_int64(col_i64(res, R_LIVE)));
 	by_state = json_object_new_object();
 	json_object_object_add(by_state, "pending", json_object_new_int64(col_i64(res, R_PENDING)));
 	json_object_object_add(by_state, "ready", json_object_new_int64(col_i64(res, R_READY)));

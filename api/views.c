@@ -3,9 +3,10 @@
  * a job. Queries select api_sandbox_cols / api_job_cols (in this order) and
  * hand the result here.
  *
- * Times: a sandbox's created_at (and ready_at, last_heartbeat_at) is an
- * ISO-8601 UTC string ending in "Z"; a job's times are Unix epoch seconds as
- * floats, as in Orchard.
+ * Times: the fields Orchard has keep Orchard's type, Unix epoch seconds as
+ * floats: a sandbox's created_at (with created_at_iso, the same instant as
+ * an ISO-8601 UTC string ending in "Z", beside it) and a job's times. Our
+ * own ready_at and last_heartbeat_at are ISO-8601 strings.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,14 @@
 /* Sandbox queries alias sandboxes as s and tenants as t. */
 const char api_sandbox_cols[] =
 	"s.id, t.name, s.image, s.driver_handle, s.block_network, s.cpu, s.memory, "
-	ISO("s.created_at") ", s.state, s.state_message, s.timeout_seconds, s.labels, "
+	EPOCH("s.created_at") ", s.state, s.state_message, s.timeout_seconds, s.labels, "
 	"s.env, s.workdir, s.ttl_seconds, s.idle_timeout_seconds, " ISO("s.ready_at") ", "
-	ISO("s.last_heartbeat_at") ", s.driver";
+	ISO("s.last_heartbeat_at") ", s.driver, " ISO("s.created_at");
 
 enum {
 	S_ID, S_NAMESPACE, S_IMAGE, S_POD, S_BLOCK_NET, S_CPU, S_MEMORY, S_CREATED, S_STATE,
 	S_MESSAGE, S_TIMEOUT, S_LABELS, S_ENV, S_WORKDIR, S_TTL, S_IDLE, S_READY_AT,
-	S_HEARTBEAT, S_DRIVER,
+	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO,
 };
 
 _Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
@@ -132,7 +133,8 @@ json_object *api_sandbox_view(PGresult *res, int row)
 	json_object_object_add(o, "cpu", col_str(res, row, S_CPU));
 	json_object_object_add(o, "memory", col_str(res, row, S_MEMORY));
 	json_object_object_add(o, "timeout", col_int(res, row, S_TIMEOUT));
-	json_object_object_add(o, "created_at", col_str(res, row, S_CREATED));
+	json_object_object_add(o, "created_at", col_float(res, row, S_CREATED));
+	json_object_object_add(o, "created_at_iso", col_str(res, row, S_CREATED_ISO));
 	json_object_object_add(o, "ready", json_object_new_boolean(!strcmp(state, "ready")));
 	json_object_object_add(o, "status", json_object_new_string(api_sandbox_status(state)));
 	json_object_object_add(o, "status_message", PQgetisnull(res, row, S_MESSAGE)

@@ -112,7 +112,9 @@ static void line(const char *label, const char *value)
 	printf("%-16s %s\n", label, cell);
 }
 
-static void time_line(const char *label, json_object *sb, const char *key)
+/* key's time with its age; text_key names the field shown as text (the
+ * ISO twin of an epoch field), or is key itself. */
+static void time_line(const char *label, json_object *sb, const char *key, const char *text_key)
 {
 	char age[32], text[160];
 	json_object *v = NULL;
@@ -123,7 +125,7 @@ static void time_line(const char *label, json_object *sb, const char *key)
 		return;
 	}
 	cli_format_age(age, sizeof(age), v);
-	snprintf(text, sizeof(text), "%s (%s ago)", cli_field_text(sb, key), age);
+	snprintf(text, sizeof(text), "%s (%s ago)", cli_field_text(sb, text_key), age);
 	line(label, text);
 }
 
@@ -212,9 +214,9 @@ int cmd_describe(struct cli_config *cfg, int argc, char **argv)
 	json_object_object_get_ex(sb, "block_network", &v);
 	line("Network:", !v ? "-" : json_object_get_boolean(v) ? "blocked (loopback only)" : "open");
 	line("Workdir:", cli_field_text(sb, "workdir"));
-	time_line("Created:", sb, "created_at");
-	time_line("Ready since:", sb, "ready_at");
-	time_line("Last heartbeat:", sb, "last_heartbeat_at");
+	time_line("Created:", sb, "created_at", "created_at_iso");
+	time_line("Ready since:", sb, "ready_at", "ready_at");
+	time_line("Last heartbeat:", sb, "last_heartbeat_at", "last_heartbeat_at");
 	duration_line("TTL:", sb, "ttl_seconds", "server default");
 	duration_line("Idle timeout:", sb, "idle_timeout_seconds", "server default");
 	map_lines("Labels:", sb, "labels", 1);

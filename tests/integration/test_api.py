@@ -531,7 +531,20 @@ def test_resources_from_the_database_and_the_host(stack, admin, other):
     live, cpu, memory = map(int, stack.psql(
         "SELECT count(*), coalesce(sum(cpu_millis), 0), coalesce(sum(memory_bytes), 0)"
         " FROM sandboxes WHERE state IN ('pending', 'ready')")[0])
-    assert res["sandbox_pods"] == live
+    assert res["live_sandboxes"] == live
+    # Orchard's shape: nodes, total_* and sandbox_pods as the caller's pods
+    assert [n["capacity"] for n in res["nodes"]] == [{"cpu": float(cpus), "memory_bytes": mem}]
+    assert res["nodes"][0]["allocatable"] == res["nodes"][0]["capacity"] and res["nodes"][0]["name"]
+    assert res["total_capacity"] == res["total_allocatable"] == {"cpu": float(cpus), "memory_bytes": mem}
+    assert res["total_requested"] == {"cpu": cpu / 1000.0, "memory_bytes": memory}
+    mine = stack.psql("SELECT s.id, s.cpu_millis, s.memory_bytes FROM sandboxes s"
+                      " JOIN tenants t ON t.id = s.tenant_id WHERE t.name = 'default'"
+                      " AND s.state IN ('pending', 'ready') ORDER BY s.created_at, s.id")
+    assert [(p["sandbox_id"], p["cpu_request"], p["memory_request_bytes"], p["namespace"])
+            for p in res["sandbox_pods"]] == [(i, int(c) / 1000.0, int(m), "default") for i, c, m in mine]
+    assert all(p["phase"] == {"ready": "Running", "pending": "Pending"}[p["status"]] and p["name"]
+               for p in res["sandbox_pods"])
+    assert res["sandbox_pods_truncated"] is False
     assert res["allocated"]["cpu_millis"] == cpu and res["allocated"]["memory_bytes"] == memory
     assert res["available"]["cpu_millis"] == max(0, cpus * 1000 - cpu)
     assert res["available"]["memory_bytes"] == max(0, mem - memory)
@@ -546,7 +559,10 @@ def test_resources_from_the_database_and_the_host(stack, admin, other):
     sid = new_sandbox(stack, other)
     try:
         res2 = other.get(stack.url + "/v1/resources").json()
-        assert res2["sandbox_pods"] >= 1 and res2["tenant"]["name"] == name
+        assert res2["live_sandboxes"] >= 1 and res2["tenant"]["name"] == name
+        # a tenant's pods are its own, never another tenant's
+        assert [p["sandbox_id"] for p in res2["sandbox_pods"]] == [sid]
+        assert sid not in [p["sandbox_id"] for p in admin.get(stack.url + "/resources").json()["sandbox_pods"]]
         assert res2["tenant"]["usage"]["sandboxes"] == int(stack.scalar(
             "SELECT count(*) FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
             " WHERE t.name = %s AND s.state IN ('pending', 'ready')" % q(name)))

@@ -514,6 +514,9 @@ def test_create_sends_lifetimes_labels_env_workdir_and_ls_filters(stack, admin, 
                      "Workdir:         /tmp", "Env:             FOO", "Recent jobs:"):
             assert line in d.stdout, (line, d.stdout)
         assert "bar" not in d.stdout  # env values are not shown
+        # created_at is epoch seconds; describe shows its ISO twin and an age
+        assert re.search(r"^Created:\s+%s \(\d+[smhd] ago\)$" % re.escape(sb["created_at_iso"]),
+                         d.stdout, re.M), d.stdout
     finally:
         sctl(stack, home, "rm", sid)
 

@@ -3,6 +3,7 @@ orchard-controller and real bubblewrap sandboxes, started by
 scripts/stack.sh (see conftest.py). Contracts: docs/architecture.md,
 ../shared/reference/orchard-api.md, issue 2.
 """
+import datetime
 import http.client
 import json
 import os
@@ -110,6 +111,14 @@ def test_create_wait_exec_job_delete(stack, admin):
 
     r = admin.get("%s/sandboxes/%s" % (stack.url, sid))
     assert r.status_code == 200 and r.json()["sandbox_id"] == sid
+    # created_at has Orchard's type, epoch seconds as a float; created_at_iso
+    # is the same instant as ISO-8601 UTC
+    got = r.json()
+    assert isinstance(got["created_at"], float) and isinstance(info["created_at"], float), got
+    iso = datetime.datetime.strptime(got["created_at_iso"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert abs(iso.replace(tzinfo=datetime.timezone.utc).timestamp() - got["created_at"]) < 1e-3, got
+    assert abs(got["created_at"] - float(stack.scalar(
+        "SELECT extract(epoch FROM created_at) FROM sandboxes WHERE id = '%s'" % sid))) < 1e-3
 
     r = exec_(stack, admin, sid, "echo hello; echo oops >&2; pwd")
     assert r.status_code == 200, r.text
