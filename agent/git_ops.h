@@ -16,7 +16,8 @@ void agent_handle_git_diff(struct agent_reply *reply, const struct agent_request
 void agent_handle_git_reset(struct agent_reply *reply, const struct agent_request *req);
 
 /* git_patch.c: patch with a "diff --git" line added to every file section
- * that lacks one (plain `diff -u` output), so libgit2 parses it. */
+ * that lacks one (plain `diff -u` output), so libgit2 parses it, and a
+ * final newline when its last line has none (as Orchard's heredoc adds). */
 int agent_git_patch_normalise(struct orc_buf *out, const char *patch, size_t len);
 
 /* dl_git.c: load libgit2 on first use (dl.h) and set it up once (owner

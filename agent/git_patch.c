@@ -145,5 +145,10 @@ int agent_git_patch_normalise(struct orc_buf *out, const char *patch, size_t len
 			return ORC_ETOOBIG;
 		p = next;
 	}
+	/* Orchard writes the patch through a heredoc, which ends it with a
+	 * newline: its documented example patch has none on its last line,
+	 * which git and libgit2 would call corrupt. */
+	if (out->len > 0 && out->ptr[out->len - 1] != '\n' && orc_buf_addc(out, '\n') < 0)
+		return ORC_ETOOBIG;
 	return 0;
 }
