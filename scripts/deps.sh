@@ -21,6 +21,7 @@ PACKAGES=(
 	umoci   # orchard-admin image import --oci (docs/images.md)
 	# tests
 	python3 python3-pytest python3-pytest-timeout python3-pytest-rerunfailures python3-requests python3-yaml python3-jsonschema python3-kubernetes
+	python3-aiohttp python3-websocket  # Orchard's SDK (tests/integration/test_sdk.py)
 	git busybox-static patchelf
 	clang lld libclang-rt-14-dev
 	valgrind
