@@ -108,6 +108,8 @@ const char *api_req_param(struct api_req *r, const char *name);
 const char *api_req_query(struct api_req *r, const char *key);
 /* Parse the body as a JSON object (400 on failure, replied). */
 int api_req_json_body(json_object **out, struct api_req *r);
+/* The same for a route whose body is optional: no body at all is {}. */
+int api_req_json_body_opt(json_object **out, struct api_req *r);
 /*
  * 1 when nginx has closed this request's FastCGI connection: its client went
  * away (fastcgi_ignore_client_abort is off), so no one will read the

@@ -5,7 +5,7 @@
  *   POST /sandboxes/{id}/apply_patch {patch, timeout_seconds: 30, check?, cwd?}
  *        -> Orchard's {success, stdout, stderr, exit_code} plus files, check, error
  *   GET  /sandboxes/{id}/git/diff[?cwd=]  -> {cwd, patch, files}
- *   POST /sandboxes/{id}/git/reset {ref?, cwd?, remove_ignored?}
+ *   POST /sandboxes/{id}/git/reset [{ref?, cwd?, remove_ignored?}]  (no body: {})
  *
  * A patch that does not apply is Orchard's 200 with success false (and is
  * recorded so); bad input is a 4xx that records nothing. An apply is
@@ -244,7 +244,7 @@ int api_git_reset(struct api_req *r)
 	long status = 0;
 	int remove_ignored, err;
 
-	if ((err = api_req_json_body(&body, r)) < 0)
+	if ((err = api_req_json_body_opt(&body, r)) < 0)
 		return err;
 	if ((err = parse_reset(&ref, &cwd, &remove_ignored, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);

@@ -304,6 +304,15 @@ int api_req_json_body(json_object **out, struct api_req *r)
 	return 0;
 }
 
+int api_req_json_body_opt(json_object **out, struct api_req *r)
+{
+	if (r->body.len == 0) {
+		*out = api_own_json(r, json_object_new_object());
+		return 0;
+	}
+	return api_req_json_body(out, r);
+}
+
 static const char *reason(int status)
 {
 	switch (status) {

@@ -239,6 +239,30 @@ def test_diff_has_untracked_files_and_reset_restores(stack, admin, box, repo):
     assert resets[-1]["ref"] is None and resets[-1]["success"] is True
 
 
+def test_reset_without_a_body_resets_the_workspace(stack, admin):
+    # The body of git/reset is optional (docs/openapi.yaml): no body at all
+    # is {}, a reset of /workspace to HEAD, not a 400 for "bad JSON".
+    sid = stack.new_sandbox(admin)
+    try:
+        job = run(stack, admin, sid,
+                  "set -e; cd /workspace && %s init -q && echo kept > k.txt && %s add . && "
+                  "%s commit -qm init && echo changed > k.txt && echo new > untracked.txt"
+                  % (GIT, GIT, GIT))
+        assert job["exit_code"] == 0, job
+        r = admin.post(url(stack, sid, "git/reset"))
+        assert r.status_code == 200, r.text
+        assert r.json()["success"] is True and r.json()["cwd"] == "/workspace"
+        assert read(stack, admin, sid, "/workspace/k.txt") == b"kept\n"
+        assert_error(admin.get(url(stack, sid, "files/stat"),
+                               params={"path": "/workspace/untracked.txt"}), 404)
+        assert events(stack, sid, "git.reset")[-1][1]["success"] is True
+        # a body that is there must still be a JSON object
+        assert_error(admin.post(url(stack, sid, "git/reset"), data=b"[",
+                                headers={"Content-Type": "application/json"}), 400, "bad_request")
+    finally:
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
 # ---- raw streams --------------------------------------------------------------------------
 
 
@@ -526,6 +550,7 @@ def test_bad_queries_and_huge_bodies_write_nothing(stack, admin, box):
     assert_error(admin.put(url(stack, box, "archive"), data=b"x"), 422, "invalid", "path")
     assert_error(admin.put(url(stack, box, "files/raw") + "?path=/workspace/a%00b", data=b"x"), 400)
     assert_error(admin.get(url(stack, box, "files") + "?path=/workspace/a%00b"), 400)
+    assert_error(admin.get(url(stack, box, "files/stat") + "?path=/workspace/a%00b"), 400)
     assert_error(admin.put(url(stack, box, "files/raw"), params={"path": "/workspace/m", "mode": "8"},
                            data=b"x"), 422, "invalid", "mode")
     assert_error(admin.put(url(stack, box, "files/raw"), params={"path": "/workspace/m",
