@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Run every test suite: the C unit tests, the fuzz targets, the integration
-# tests (which start their own stacks in temporary directories on free
-# ports), the unit and integration tests again against the ASan+UBSan build
-# in bin-san/, valgrind memcheck over the agent and the api, and a short
-# soak. `make test` builds bin/ and bin-san/ first; this script only runs.
+# Run every test suite: the lint of the OpenAPI spec, the C unit tests, the
+# fuzz targets, the integration tests (which start their own stacks in
+# temporary directories on free ports), the unit and integration tests
+# again against the ASan+UBSan build in bin-san/, valgrind memcheck over
+# the agent and the api, and a short soak. `make test` builds bin/ and bin-san/ first; this script only runs.
 # Exits non-zero on any failure; the last lines give each stage's time and
 # "test: all suites passed" or "test: FAILED".
 #
@@ -11,14 +11,17 @@
 #
 # PYTEST ARGS go to both integration runs (plain and sanitized).
 # ORCHARD_TEST_STAGES picks stages, default all of, in this order:
-#   unit fuzz integration san valgrind soak
+#   spec unit fuzz integration san valgrind soak
+# spec lints docs/openapi.yaml with Redocly's linter, which
+# scripts/lint-openapi.sh installs with npm into ~/.cache/orchard once (it
+# needs Node >= 20.19; the stage fails saying so when node is older).
 # ORCHARD_SOAK_SECONDS is the soak's length (default 120; `make soak`: 600).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO" || exit 1
 
-STAGES=${ORCHARD_TEST_STAGES:-unit fuzz integration san valgrind soak}
+STAGES=${ORCHARD_TEST_STAGES:-spec unit fuzz integration san valgrind soak}
 # Every pytest run: a test that hangs fails after PYTEST_TIMEOUT seconds
 # instead of holding the whole run (pytest-timeout), and a failed test is
 # run once more before it counts (pytest-rerunfailures): this 2-core machine
@@ -31,6 +34,15 @@ stage() { [[ " $STAGES " == *" $1 "* ]] && T0=$SECONDS; }
 timed() { TIMES+=("$1 $((SECONDS - T0))s"); }
 TIMES=()
 rc=0
+
+if stage spec; then
+echo "== OpenAPI lint (docs/openapi.yaml, scripts/lint-openapi.sh)"
+if ! scripts/lint-openapi.sh; then
+	echo "test: docs/openapi.yaml lint FAILED" >&2
+	rc=1
+fi
+timed spec
+fi
 
 if stage unit; then
 echo "== unit tests (bin/unit-tests)"
