@@ -14,7 +14,7 @@ NODE_MIN=20.19
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SPEC=${1:-$REPO/docs/openapi.yaml}
-CACHE=${ORCHARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/orchard}
+CACHE=${ORCHARD_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/orchard}
 DIR=$CACHE/redocly-cli-$REDOCLY_VERSION
 BIN=$DIR/node_modules/.bin/redocly
 
