@@ -3,7 +3,8 @@
 # fuzz targets, the integration tests (which start their own stacks in
 # temporary directories on free ports), the unit and integration tests
 # again against the ASan+UBSan build in bin-san/, valgrind memcheck over
-# the agent and the api, and a short soak. `make test` builds bin/ and bin-san/ first; this script only runs.
+# the agent and the api, and a short soak. `make test` builds bin/ and
+# bin-san/ first; this script only runs.
 # Exits non-zero on any failure; the last lines give each stage's time and
 # "test: all suites passed" or "test: FAILED".
 #
