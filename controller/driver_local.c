@@ -7,8 +7,8 @@
  *     cgroup         the sandbox's cgroup directories, one per line (root, 0600)
  *     agent.log      the agent's (and bwrap's) stdout and stderr
  *     run/           sandbox uid, 0700: token (0600), agent.sock  -> /run/orchard
- *     workspace/     sandbox uid                                  -> /workspace
- *     tmp/           sandbox uid                                  -> /tmp
+ *     workspace/     sandbox uid, 0700                            -> /workspace
+ *     tmp/           sandbox uid, 0700                            -> /tmp
  *     root/          an imported image's root: overlayfs (or a copy)  -> /
  *     upper/, work/  the overlay's private writable layer (image.c)
  *
@@ -293,7 +293,9 @@ static int write_file_at(int dfd, const char *name, const char *data, mode_t mod
 static int prepare_dir(int *log_out, struct ctl_driver *d, const struct ctl_sandbox *sb)
 {
 	static const struct { const char *name; mode_t mode; } subdirs[] = {
-		{ "run", 0700 }, { "workspace", 0755 }, { "tmp", 01777 },
+		/* Private to the sandbox uid: <id>/ stays 0711 so nginx reaches
+		 * run/agent.sock, so these must close themselves (issue 19). */
+		{ "run", 0700 }, { "workspace", 0700 }, { "tmp", 0700 },
 	};
 	const struct ctl_config *cfg = d->cfg;
 	int chown_it = cfg->drop_privileges;
