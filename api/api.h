@@ -19,6 +19,7 @@
 
 #define API_VERSION "0.1.0"
 #define API_BODY_MAX (16u << 20)      /* request bodies past this are 413 */
+#define API_FILE_BODY_MAX (96u << 20) /* POST /files: a 64 MiB file as base64 JSON */
 #define API_MAX_ID 63
 
 /* Process-wide configuration and shared resources (main.c). */
@@ -223,6 +224,9 @@ int api_git_reset(struct api_req *r);
  * (router.c); for all others request.c reads it whole before dispatch.
  */
 int api_route_streams(const char *method, const char *path);
+/* The largest request body of a route: API_BODY_MAX, or API_FILE_BODY_MAX
+ * for the base64 upload, whose handler never parses the content as a tree. */
+size_t api_route_body_max(const char *method, const char *path);
 
 /* ---- auth.c: the verified-key cache ----------------------------------- */
 

@@ -30,6 +30,7 @@
 #include "xalloc.h"
 
 #define FILES_TIMEOUT_MS 120000L
+#define B64_FILE_MAX (64u << 20)       /* the agent's limit of the base64 routes */
 #define ANSWER_MAX (96u << 20)         /* base64 JSON of the agent's 64 MiB limit */
 #define SMALL_ANSWER_MAX (64u << 10)
 #define CONTENT_RECORD_MAX (1u << 20)  /* files up to this keep their bytes in the event */
@@ -217,36 +218,172 @@ done:
 	return err;
 }
 
-/* A POST /files body, checked (pointers into body). */
+/* ---- the upload body, without a tree of the content -------------------------------- */
+
+/*
+ * A 64 MiB file is about 90 MB of base64: parsed as a JSON tree it would
+ * be held two or three more times (the tokenizer's buffer, the string).
+ * So the body is scanned once for its top-level "content" string, the rest
+ * of the object (with "content": "") is parsed as JSON, and the base64 is
+ * checked and hashed where it lies in the body, which goes to the agent
+ * unchanged. A body the scan does not understand is parsed whole, so its
+ * error messages stay the JSON parser's.
+ */
+
+/* Past the string whose opening quote is at s[i]: the index of its
+ * closing quote, or n. */
+static size_t string_end(const char *s, size_t i, size_t n)
+{
+	for (i++; i < n && s[i] != '"'; i++)
+		if (s[i] == '\\')
+			i++;
+	return i < n ? i : n;
+}
+
+static size_t skip_ws(const char *s, size_t i, size_t n)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* Past the JSON value at s[i] (string, object, array or scalar), roughly:
+ * the parser of the rest checks it. */
+static size_t value_end(const char *s, size_t i, size_t n)
+{
+	size_t depth = 0;
+
+	if (i < n && s[i] == '"')
+		return string_end(s, i, n) + 1;
+	for (; i < n; i++) {
+		if (s[i] == '"') {
+			i = string_end(s, i, n);
+		} else if (s[i] == '{' || s[i] == '[') {
+			depth++;
+		} else if (s[i] == '}' || s[i] == ']') {
+			if (depth == 0)
+				return i;       /* the end of the object: a scalar ended */
+			if (--depth == 0)
+				return i + 1;
+		} else if (depth == 0 && s[i] == ',') {
+			return i;
+		}
+	}
+	return n;
+}
+
+/* The last top-level "content" member of the object in s, when its value
+ * is a string: [*start, *end) is its text between the quotes. 0, or -1
+ * when there is none, it is not a string, or s is not an object the scan
+ * follows. */
+static int find_content(size_t *start, size_t *end, const char *s, size_t n)
+{
+	size_t i = skip_ws(s, 0, n), k, v;
+	int found = -1;
+
+	if (i >= n || s[i++] != '{')
+		return -1;
+	for (;;) {
+		i = skip_ws(s, i, n);
+		if (i < n && s[i] == '}')
+			return found;
+		if (i >= n || s[i] != '"')
+			return -1;
+		k = i;
+		i = skip_ws(s, string_end(s, i, n) + 1, n);
+		if (i >= n || s[i++] != ':')
+			return -1;
+		v = skip_ws(s, i, n);
+		i = value_end(s, v, n);
+		if (i > n || i <= v)
+			return -1;
+		if (!strncmp(s + k, "\"content\"", 9)) {
+			/* the last one counts, as for the JSON parsers */
+			found = s[v] == '"' && i - 1 > v && s[i - 1] == '"' ? 0 : -1;
+			*start = v + 1;
+			*end = i - 1;
+		}
+		i = skip_ws(s, i, n);
+		if (i < n && s[i] == ',')
+			i++;
+		else if (!(i < n && s[i] == '}'))
+			return -1;
+	}
+}
+
+/* A POST /files body, checked (pointers into the request). */
 struct upload_req {
 	const char *path;
 	const char *mode;             /* NULL: the agent's default */
-	json_object *content;         /* the base64 string */
+	const char *content;          /* the base64 text in the body */
+	size_t content_len;
+	json_object *content_json;    /* the content as a JSON string (parsed bodies only) */
 	size_t size;                  /* decoded bytes */
 	char sha256[65];              /* of the decoded bytes, hex */
 };
 
+/* The body of r as a JSON object whose "content" is "" when the scan found
+ * it (u->content then points into the body), or the whole body parsed.
+ * Replied on error. */
+static int upload_body(json_object **out, struct upload_req *u, struct api_req *r)
+{
+	const char *s = orc_buf_cstr(&r->body);
+	struct orc_buf rest = ORC_BUF_INIT;
+	size_t start, end;
+	json_object *o = NULL;
+	char msg[256];
+	int err;
+
+	if (find_content(&start, &end, s, r->body.len) < 0 || memchr(s + start, '\\', end - start))
+		return api_req_json_body(out, r);
+	orc_buf_add(&rest, s, start);
+	orc_buf_add(&rest, s + end, r->body.len - end);
+	/* A key spelled with \u escapes could be another "content": parse all. */
+	if (memmem(rest.ptr, rest.len, "\\u", 2)) {
+		orc_buf_release(&rest);
+		return api_req_json_body(out, r);
+	}
+	err = orc_json_parse_object(&o, orc_buf_cstr(&rest), rest.len, msg, sizeof(msg));
+	orc_buf_release(&rest);
+	if (err < 0)
+		return api_reply_error(r, API_EBADREQ, "%s", msg);
+	u->content = s + start;
+	u->content_len = end - start;
+	*out = api_own_json(r, o);
+	return 0;
+}
+
 /* The fields of an upload body: 0, or ORC_EINVALID / API_EBADREQ and msg. */
 static int parse_upload(struct upload_req *u, json_object *body, char *msg, size_t msglen)
 {
+	json_object *c = NULL;
 	int err;
 
 	if ((err = body_path(&u->path, body, msg, msglen)) < 0 ||
 	    (err = body_mode(&u->mode, body, msg, msglen)) < 0)
 		return err;
-	if (!json_object_object_get_ex(body, "content", &u->content) || !u->content) {
+	if (!json_object_object_get_ex(body, "content", &c) || !c) {
 		snprintf(msg, msglen, "field 'content' is required (the file's bytes as standard base64)");
 		return ORC_EINVALID;
 	}
-	if (!json_object_is_type(u->content, json_type_string)) {
+	if (!json_object_is_type(c, json_type_string)) {
 		snprintf(msg, msglen, "field 'content' must be a base64 string");
 		return ORC_EINVALID;
 	}
-	if (b64_measure(&u->size, u->sha256, json_object_get_string(u->content),
-			(size_t)json_object_get_string_len(u->content)) < 0) {
+	if (!u->content) {
+		u->content_json = c;
+		u->content = json_object_get_string(c);
+		u->content_len = (size_t)json_object_get_string_len(c);
+	}
+	if (b64_measure(&u->size, u->sha256, u->content, u->content_len) < 0) {
 		snprintf(msg, msglen, "field 'content' is not valid base64 (standard alphabet, padding "
 			 "optional, no whitespace)");
 		return API_EBADREQ;
+	}
+	if (u->size > B64_FILE_MAX) {
+		snprintf(msg, msglen, "field 'content' decodes to more than 64 MiB, the limit of POST "
+			 "/files (base64): upload it with PUT /files/raw");
+		return ORC_ETOOBIG;
 	}
 	return 0;
 }
@@ -254,14 +391,14 @@ static int parse_upload(struct upload_req *u, json_object *body, char *msg, size
 int api_files_upload(struct api_req *r)
 {
 	struct orc_buf out = ORC_BUF_INIT;
-	struct upload_req u;
+	struct upload_req u = { 0 };
 	json_object *body, *d, *ans, *v;
 	struct api_agent a;
 	char msg[512];
 	long status = 0;
 	int err;
 
-	if ((err = api_req_json_body(&body, r)) < 0)
+	if ((err = upload_body(&body, &u, r)) < 0)
 		return err;
 	if ((err = parse_upload(&u, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
@@ -282,7 +419,8 @@ int api_files_upload(struct api_req *r)
 	if (u.mode)
 		json_object_object_add(d, "mode", json_object_new_string(u.mode));
 	if (u.size <= CONTENT_RECORD_MAX)
-		json_object_object_add(d, "content", json_object_get(u.content));
+		json_object_object_add(d, "content", u.content_json ? json_object_get(u.content_json)
+				       : json_object_new_string_len(u.content, (int)u.content_len));
 	if ((err = record(r, "file.write", d, status, &out)) < 0)
 		goto done;
 	if (status != 200) {
@@ -297,12 +435,30 @@ done:
 
 int api_files_download(struct api_req *r)
 {
+	struct orc_buf out = ORC_BUF_INIT;
+	struct api_agent a;
 	const char *path;
+	long status = 0;
 	int err;
 
 	if ((err = query_path(&path, r, NULL)) < 0)
 		return err;
-	return pass_through(r, "GET", agent_path(r, "/files/base64", path, NULL), ANSWER_MAX);
+	if ((err = api_agent_get(&a, r)) < 0)
+		return err;
+	orc_buf_init(&out, ANSWER_MAX);
+	if ((err = api_agent_json(&out, &status, r, &a, "GET", agent_path(r, "/files/base64", path, NULL),
+				  NULL, 0, FILES_TIMEOUT_MS)) < 0)
+		goto done;
+	/* The agent's hint names its own route; ours for big files is /files/raw. */
+	if (status == 413)
+		err = api_reply_error(r, ORC_ETOOBIG, "file \"%s\" is larger than 64 MiB, the limit of "
+				      "GET /files (base64): download it with GET /sandboxes/%s/files/raw",
+				      path, r->id);
+	else
+		err = api_reply_agent(r, status, &out);
+done:
+	orc_buf_release(&out);
+	return err;
 }
 
 int api_files_list(struct api_req *r)

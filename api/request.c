@@ -138,18 +138,18 @@ const char *api_req_query(struct api_req *r, const char *key)
 static int read_body(struct api_req *r)
 {
 	const char *cl = api_req_param(r, "CONTENT_LENGTH");
+	size_t got = 0, max = api_route_body_max(r->method, r->path);
 	int64_t len = 0;
-	size_t got = 0;
 	char chunk[16384];
 
 	if (!cl || !*cl)
 		return 0;
 	if (orc_parse_i64(&len, cl, 0, INT64_MAX) < 0)
 		return api_reply_error(r, API_EBADREQ, "invalid Content-Length");
-	if (len > (int64_t)API_BODY_MAX)
-		return api_reply_error(r, ORC_ETOOBIG, "request body is larger than %u bytes",
-				       API_BODY_MAX);
-	orc_buf_init(&r->body, API_BODY_MAX);
+	if (len > (int64_t)max)
+		return api_reply_error(r, ORC_ETOOBIG, "request body is larger than %zu bytes%s", max,
+				       max < API_FILE_BODY_MAX ? "" : " (files past 64 MiB: PUT /files/raw)");
+	orc_buf_init(&r->body, max);
 	while (got < (size_t)len) {
 		size_t want = (size_t)len - got;
 		int n = FCGX_GetStr(chunk, (int)(want < sizeof(chunk) ? want : sizeof(chunk)), r->fcgi->in);

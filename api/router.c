@@ -25,6 +25,7 @@ struct api_route {
 #define ROUTE_ANY_ID 2u   /* the handler copes with ids that are not DNS labels */
 #define ROUTE_ADMIN 4u    /* admin keys only (403 for others) */
 #define ROUTE_STREAM 8u   /* the handler reads the body as a stream (api_route_streams) */
+#define ROUTE_BIG_BODY 16u /* a body up to API_FILE_BODY_MAX (api_route_body_max) */
 
 static const struct api_route routes[] = {
 	{ "GET",    "/",                         api_root_get,          ROUTE_PUBLIC },
@@ -53,7 +54,7 @@ static const struct api_route routes[] = {
 	{ "GET",    "/keys",                     api_key_list,          ROUTE_ADMIN },
 	{ "POST",   "/keys",                     api_key_create,        ROUTE_ADMIN },
 	{ "DELETE", "/keys/{id}",                api_key_revoke,        ROUTE_ADMIN },
-	{ "POST",   "/sandboxes/{id}/files",     api_files_upload,      0 },
+	{ "POST",   "/sandboxes/{id}/files",     api_files_upload,      ROUTE_BIG_BODY },
 	{ "GET",    "/sandboxes/{id}/files",     api_files_download,    0 },
 	{ "DELETE", "/sandboxes/{id}/files",     api_files_delete,      0 },
 	{ "GET",    "/sandboxes/{id}/files/list", api_files_list,       0 },
@@ -114,16 +115,27 @@ static const char *id_kind(const char *path)
 	return "sandbox";
 }
 
-int api_route_streams(const char *method, const char *path)
+/* Whether the route of method and path has every flag in flags. */
+static int route_has(const char *method, const char *path, unsigned flags)
 {
 	const char *id;
 	size_t n, i;
 
 	for (i = 0; i < sizeof(routes) / sizeof(*routes); i++)
-		if ((routes[i].flags & ROUTE_STREAM) && !strcmp(routes[i].method, method) &&
+		if ((routes[i].flags & flags) == flags && !strcmp(routes[i].method, method) &&
 		    route_match(routes[i].pattern, path, &id, &n))
 			return 1;
 	return 0;
+}
+
+int api_route_streams(const char *method, const char *path)
+{
+	return route_has(method, path, ROUTE_STREAM);
+}
+
+size_t api_route_body_max(const char *method, const char *path)
+{
+	return route_has(method, path, ROUTE_BIG_BODY) ? API_FILE_BODY_MAX : API_BODY_MAX;
 }
 
 /* nginx's auth subrequests (never reachable from outside: its locations

@@ -4,14 +4,16 @@
  * and /files/stat (query_path, query_recursive, the agent path built from
  * them with api_url_escape of api/sandbox_agent.c), and the bodies of
  * POST /files (parse_upload, with b64_measure) and POST /files/mkdir
- * (parse_mkdir). Input (fuzz_req.h): a query string line, then the body.
+ * (parse_mkdir), and upload_body's scan for "content" (find_content).
+ * Input (fuzz_req.h): a query string line, then the body.
  *
  * Properties: a refusal is one 4xx answer with a message; an accepted
  * path is a non-empty field or parameter of the request shorter than
  * 4096 bytes without NUL, and the agent's query gives it back; a mode is
  * octal at most 07777 and agent_parse_mode takes it; b64_measure accepts exactly what the agent's
  * decoder (agent_b64_decode) accepts, with the same size, and its sha256
- * is that of the decoded bytes; parents defaults to true.
+ * is that of the decoded bytes; parents defaults to true; what the scan
+ * takes for the content of a body that parses is the parser's content.
  */
 #include "fuzz_req.h"
 #include "../../api/files.c"
@@ -88,9 +90,24 @@ static void check_b64(const char *s, size_t n)
 	free(bytes);
 }
 
+/* The scan's content is the parsed body's, when upload_body trusts it. */
+static void check_scan(struct api_req *r, json_object *body)
+{
+	const char *s = orc_buf_cstr(&r->body);
+	size_t start = 0, end = 0;
+	json_object *v = NULL;
+
+	if (find_content(&start, &end, s, r->body.len) < 0 || memchr(s + start, '\\', end - start) ||
+	    memmem(s, r->body.len, "\\u", 2))
+		return;
+	FUZZ_ASSERT(json_object_object_get_ex(body, "content", &v) && json_object_is_type(v, json_type_string));
+	FUZZ_ASSERT((size_t)json_object_get_string_len(v) == end - start &&
+		    !memcmp(json_object_get_string(v), s + start, end - start));
+}
+
 static void bodies(struct api_req *r, json_object *body)
 {
-	struct upload_req u;
+	struct upload_req u = { 0 };
 	const char *path = NULL, *mode = NULL;
 	json_object *v = NULL;
 	char msg[512];
@@ -103,11 +120,13 @@ static void bodies(struct api_req *r, json_object *body)
 		FUZZ_ASSERT(fuzz_is_field(body, "path", u.path) && *u.path && strlen(u.path) < API_PATH_MAX);
 		FUZZ_ASSERT(!u.mode || fuzz_is_field(body, "mode", u.mode));
 		check_mode(u.mode);
-		FUZZ_ASSERT(u.content && json_object_is_type(u.content, json_type_string));
-		FUZZ_ASSERT(strlen(u.sha256) == 64);
+		FUZZ_ASSERT(u.content_json && json_object_is_type(u.content_json, json_type_string));
+		FUZZ_ASSERT(u.content == json_object_get_string(u.content_json));
+		FUZZ_ASSERT(strlen(u.sha256) == 64 && u.size <= B64_FILE_MAX);
 	} else {
-		FUZZ_ASSERT((err == ORC_EINVALID || err == API_EBADREQ) && msg[0]);
+		FUZZ_ASSERT((err == ORC_EINVALID || err == API_EBADREQ || err == ORC_ETOOBIG) && msg[0]);
 	}
+	check_scan(r, body);
 	msg[0] = '\0';
 	if ((err = parse_mkdir(&path, &mode, &parents, body, msg, sizeof(msg))) == 0) {
 		FUZZ_ASSERT(fuzz_is_field(body, "path", path) && *path && strlen(path) < API_PATH_MAX);

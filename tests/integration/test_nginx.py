@@ -194,7 +194,7 @@ def test_api_errors_pass_through_untouched(ngx):
 def test_nginx_level_errors_are_json(ngx):
     assert_error(ngx.get("/_auth"), 404, "not_found")
     assert_error(ngx.get("/", method="TRACE"), 405, "method_not_allowed")
-    big = b"0" * (64 * 1024 * 1024 + 1)
+    big = b"0" * (96 * 1024 * 1024 + 1)  # client_max_body_size 96m
     assert_error(ngx.get("/sandboxes", key=GOOD_KEY, method="POST", data=big), 413, "too_large")
 
 

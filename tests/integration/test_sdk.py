@@ -410,3 +410,73 @@ def test_orchards_example_flow(stack, tmp_path):
                 assert sandbox.get_job(job.job_id).stdout == "done\n"
                 sid = sandbox.sandbox_id
             assert state(stack, sid) in ("deleting", "deleted")
+
+
+# ---- a 64 MiB file through the base64 routes -------------------------------------------
+
+
+def api_pid(stack):
+    with open(os.path.join(stack.run_dir, "api.pid")) as f:
+        return int(f.read().split()[0])
+
+
+def peak_rss_reset(pid):
+    """Reset pid's peak RSS (VmHWM) to its current RSS (proc(5) clear_refs 5)."""
+    with open("/proc/%d/clear_refs" % pid, "w") as f:
+        f.write("5")
+
+
+def status_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (field, pid))
+
+
+def test_a_64_mib_file_round_trips_as_base64_without_the_api_holding_copies(stack, sandbox):
+    """Orchard's upload_content/download_content of 64 MiB (about 89.5 MB of
+    base64 each way): the bytes arrive whole, and the api's peak RSS grows
+    by less than one and a half copies of the base64 each way (parsing the
+    body as a JSON tree held two or three more)."""
+    size = 64 << 20
+    data = hashlib.shake_256(b"orchard").digest(1 << 20) * 64
+    assert len(data) == size
+    b64_len = (size + 2) // 3 * 4
+    path = "/workspace/sdk-64mib-%d.bin" % os.getpid()
+    pid = api_pid(stack)
+    with sdk_env(stack):
+        with SandboxClient(auto_cleanup=False) as client:
+            sb = client.get_sandbox(sandbox)
+            try:
+                rss_before = status_kib(pid, "VmRSS")
+                peak_rss_reset(pid)
+                assert sb.upload_content(data, path) == {"success": True, "path": path, "size": size}
+                up_growth = status_kib(pid, "VmHWM") - rss_before
+                assert sb.exec("sha256sum " + path).stdout.split()[0] == hashlib.sha256(data).hexdigest()
+
+                rss_before = status_kib(pid, "VmRSS")
+                peak_rss_reset(pid)
+                got = sb.download_content(path)
+                down_growth = status_kib(pid, "VmHWM") - rss_before
+                assert len(got) == size and got == data
+            finally:
+                sb.exec("rm -f " + path)
+    limit_kib = 3 * b64_len // 2 // 1024  # one copy and a half
+    assert up_growth < limit_kib and down_growth < limit_kib, (up_growth, down_growth, limit_kib)
+
+
+def test_a_download_over_64_mib_is_413_naming_the_raw_route(stack, sandbox):
+    path = "/workspace/sdk-big-%d.bin" % os.getpid()
+    with sdk_env(stack):
+        with SandboxClient(auto_cleanup=False) as client:
+            sb = client.get_sandbox(sandbox)
+            assert sb.exec("truncate -s %d %s" % ((64 << 20) + 1, path)).succeeded
+            try:
+                with pytest.raises(requests.HTTPError) as e:
+                    sb.download_content(path)
+            finally:
+                sb.exec("rm -f " + path)
+    r = e.value.response
+    assert r.status_code == 413 and r.json()["code"] == "too_large", r.text
+    assert "GET /sandboxes/%s/files/raw" % sandbox in r.json()["detail"], r.text
