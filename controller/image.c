@@ -125,8 +125,10 @@ static int mount_overlay(const struct ctl_config *cfg, int dfd, const char *dir,
 	char *opts = xasprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", rootfs, dir, dir);
 	int err = ORC_ERROR;
 
-	/* The merged root takes the upper dir's owner and mode. */
-	if (mkdirat(dfd, "upper", 0700) < 0 || fchmodat(dfd, "upper", lower->st_mode & 07777, 0) < 0 ||
+	/* The merged root takes the upper dir's owner and mode: 0700, so no
+	 * other local user reaches the layer through root/ or upper/. */
+	(void)lower;
+	if (mkdirat(dfd, "upper", 0700) < 0 || fchmodat(dfd, "upper", 0700, 0) < 0 ||
 	    fchownat(dfd, "upper", cfg->sandbox_uid, cfg->sandbox_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    mkdirat(dfd, "work", 0700) < 0) {
 		orc_log(ORC_LOG_ERROR, "preparing the overlay dirs failed", "dir", dir,
@@ -160,6 +162,11 @@ static int copy_image(char **why, const struct ctl_config *cfg, int dfd, const c
 	if (orc_tree_copy(&st, sfd, rfd, cfg->drop_privileges ? (int64_t)cfg->sandbox_uid : -1,
 			  cfg->drop_privileges ? (int64_t)cfg->sandbox_gid : -1) < 0) {
 		*why = xasprintf("copying the image into the sandbox's layer failed: %s", st.err);
+		goto done;
+	}
+	/* private to the sandbox uid, as an overlay's merged root is */
+	if (fchmod(rfd, 0700) < 0) {
+		*why = xasprintf("cannot make the sandbox's root private: %s", strerror(errno));
 		goto done;
 	}
 	err = 0;

@@ -5,7 +5,9 @@ orchard-controller, nginx) for the test session, started by the production
 script in a fresh temporary directory on a free port, and torn down after.
 """
 import os
+import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -47,6 +49,21 @@ def sandbox(stack, admin):
     assert info.get("ready") is True or info.get("status") == "ready", info
     yield sid
     admin.delete("%s/sandboxes/%s" % (stack.url, sid))
+
+
+@pytest.fixture
+def local_user():
+    """A fresh unprivileged local user (no home, no login shell), removed
+    after the test; use with stack.as_user. Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("creating a local user needs root")
+    name = "orc-u" + uuid.uuid4().hex[:8]
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                    name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

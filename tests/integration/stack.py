@@ -43,6 +43,12 @@ def make_tmpdir(prefix="orc-"):
     return d
 
 
+def as_user(user, *argv, timeout=60):
+    """Run argv as a local user (conftest's local_user): CompletedProcess."""
+    return subprocess.run(["runuser", "-u", user, "--"] + list(argv), capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def log_tails(var, lines=30):
     """The ends of the stack's logs, for a failure message."""
     out = []

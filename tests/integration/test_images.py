@@ -18,7 +18,7 @@ import tarfile
 import pytest
 
 from busybox import static_busybox
-from stack import BIN
+from stack import BIN, as_user
 
 BUSYBOX_APPLETS = ("sh", "ls", "cat", "echo", "test", "mkdir", "rm", "true", "id", "stat", "touch")
 MARKER = "original marker\n"
@@ -144,6 +144,26 @@ def test_import_dir_two_sandboxes_private_layers(stack, admin, env):
         assert not os.path.exists(os.path.join(state_dir(stack), sid))
     assert mounts_under(state_dir(stack)) == []
     img(stack, "rm", "bbdir")
+
+
+def test_image_layer_is_private_to_the_sandbox(stack, admin, env, local_user):
+    """Issue 19 item 4: another local user can read nothing a sandbox wrote
+    into its image's layer, neither through root/ nor upper/."""
+    img(stack, "import", "bbpriv", "--dir", env)
+    sid = create(stack, admin, "bbpriv")
+    try:
+        j = run(stack, admin, sid, "echo secret > /newfile && cat /newfile")
+        assert j["stdout"] == "secret\n", j
+        d = os.path.join(state_dir(stack), sid)
+        subs = ["root"] + (["upper"] if os.path.isdir(os.path.join(d, "upper")) else [])
+        for sub in subs:
+            p = os.path.join(d, sub)
+            assert os.path.exists(os.path.join(p, "newfile")), sub
+            assert as_user(local_user, "cat", os.path.join(p, "newfile")).returncode != 0, sub
+            assert as_user(local_user, "ls", p).returncode != 0, sub
+    finally:
+        delete(stack, admin, sid)
+        img(stack, "rm", "bbpriv")
 
 
 def _tar_of(root, extra=()):

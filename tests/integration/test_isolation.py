@@ -2,29 +2,12 @@
 host-side directories, tested as a temporary unprivileged local user that
 is removed afterwards."""
 import os
-import subprocess
-import uuid
 
 import pytest
 
+from stack import as_user
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="creating a local user needs root")
-
-
-@pytest.fixture
-def local_user():
-    """A fresh unprivileged local user (no home, no login), removed after."""
-    name = "orc-iso-" + uuid.uuid4().hex[:8]
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                    name], check=True, capture_output=True)
-    try:
-        yield name
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
-
-
-def as_user(user, *argv):
-    return subprocess.run(["runuser", "-u", user, "--"] + list(argv), capture_output=True,
-                          text=True, timeout=60)
 
 
 def run(stack, admin, sid, cmd):
