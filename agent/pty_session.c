@@ -30,9 +30,9 @@
 #define READ_BYTES (16 * 1024)
 #define EXIT_DRAIN_MS 100              /* output read after the program exits */
 #define EXIT_DRAIN_MAX_MS 5000         /* ... while a slow client holds reading back */
-#define HUP_TO_KILL_MS 2000
+#define HANGUP_STEP_MS 1000           /* SIGHUP, then SIGTERM, then SIGKILL */
 #define CLOSE_WAIT_MS 1000             /* for the client's close frame */
-#define PING_MS 30000
+#define DEFAULT_PING_MS 5000           /* Orchard's sync client gives up after 10 s of silence */
 #define DEFAULT_INIT_TIMEOUT_MS 10000
 #define DEFAULT_GRACE_MS 60000
 
@@ -54,6 +54,11 @@ static int64_t init_timeout_ms(void)
 static int64_t grace_ms(void)
 {
 	return config_ms("ORCHARD_AGENT_PTY_GRACE_MS", DEFAULT_GRACE_MS);
+}
+
+static int64_t ping_ms(void)
+{
+	return config_ms("ORCHARD_AGENT_PTY_PING_MS", DEFAULT_PING_MS);
 }
 
 /* ---- frames to the client ---- */
@@ -120,6 +125,17 @@ static void kill_groups(struct pty_session *s, int sig)
 	agent_child_kill_group(&s->child, sig);
 	if (s->master >= 0 && (fg = tcgetpgrp(s->master)) > 1 && fg != s->child.pid)
 		kill(-fg, sig);
+}
+
+/* End the program as a terminal closing would: SIGHUP now, SIGTERM and then
+ * SIGKILL a step later each while it is still there (tick() goes on). */
+static void hang_up(struct pty_session *s, int64_t now)
+{
+	if (s->state != S_RUNNING || s->child_done || s->kill_at)
+		return;
+	kill_groups(s, SIGHUP);
+	s->kill_sig = SIGTERM;
+	s->kill_at = now + HANGUP_STEP_MS;
 }
 
 static int open_pty(int *master_out, int *slave_out, unsigned rows, unsigned cols)
@@ -262,10 +278,7 @@ static void on_message(void *arg, int is_text, const char *data, size_t n)
 	case PTY_MSG_CLOSE:
 		/* Hang up, like a terminal closing; exit follows. */
 		s->hangup = 1;
-		if (s->state == S_RUNNING && !s->child_done) {
-			kill_groups(s, SIGHUP);
-			s->kill_at = orc_mono_ms() + HUP_TO_KILL_MS;
-		}
+		hang_up(s, orc_mono_ms());
 		break;
 	}
 done:
@@ -434,13 +447,14 @@ static int tick(struct pty_session *s, int64_t now)
 
 	if (c && s->state == S_INIT && !c->closing && now >= s->init_deadline)
 		fail_close(c, 4400, "no init frame in time");
-	if (c && !c->closing && now - c->last_ping >= PING_MS) {
+	if (c && !c->closing && now - c->last_ping >= s->ping_ms) {
 		agent_ws_ping(c->ws);
 		c->last_ping = now;
 	}
 	if (s->kill_at && now >= s->kill_at && !s->child_done) {
-		kill_groups(s, SIGKILL);
-		s->kill_at = 0;
+		kill_groups(s, s->kill_sig);
+		s->kill_at = s->kill_sig == SIGTERM ? now + HANGUP_STEP_MS : 0;
+		s->kill_sig = SIGKILL;
 	}
 	if (c)
 		return 0;
@@ -449,10 +463,7 @@ static int tick(struct pty_session *s, int64_t now)
 	if (s->hangup || now >= s->detached_at + grace_ms()) {
 		if (s->state == S_FINISHED)
 			return 1;
-		if (!s->kill_at && !s->child_done) {
-			kill_groups(s, SIGHUP);
-			s->kill_at = now + HUP_TO_KILL_MS;
-		}
+		hang_up(s, now);
 	}
 	return 0;
 }
@@ -467,6 +478,8 @@ static int poll_timeout(const struct pty_session *s, int64_t now)
 		t = s->init_deadline;
 	if (s->kill_at && s->kill_at < t)
 		t = s->kill_at;
+	if (s->client && !s->client->closing && s->client->last_ping + s->ping_ms < t)
+		t = s->client->last_ping + s->ping_ms;
 	return t <= now ? 0 : (int)(t - now);
 }
 
@@ -540,10 +553,18 @@ void pty_session_run(struct pty_session *s)
 			s->dispatching = c;
 			if (agent_ws_handle(c->ws, pfd[i_sock].revents) < 0 ||
 			    (c->closing && agent_ws_close_sent(c->ws) && orc_mono_ms() >= c->close_deadline)) {
-				if (c->exit_sent)
+				if (c->exit_sent) {
 					s->hangup = 1; /* delivered: nothing left to attach to */
-				else if (s->state != S_INIT)
+				} else if (!c->closing && agent_ws_close_received(c->ws)) {
+					/* The client closed the WebSocket (Orchard's
+					 * close()): a hangup, not a detach. Only a
+					 * connection lost without a close frame keeps
+					 * the session for reattach. */
+					s->hangup = 1;
+					hang_up(s, orc_mono_ms());
+				} else if (s->state != S_INIT) {
 					orc_log(ORC_LOG_INFO, "pty client detached", "session_id", s->id, NULL);
+				}
 				client_free(c);
 				s->client = NULL;
 				s->detached_at = orc_mono_ms();
@@ -580,6 +601,7 @@ int pty_session_init(struct pty_session *s, const struct agent_pty_conn *conn)
 	s->client = c;
 	pty_ring_init(&s->ring, RING_SIZE);
 	s->init_deadline = orc_mono_ms() + init_timeout_ms();
+	s->ping_ms = ping_ms();
 	return 0;
 }
 

@@ -61,7 +61,9 @@ struct pty_session {
 	int hangup;                  /* client sent close: no reattach */
 	int64_t init_deadline;
 	int64_t detached_at;         /* 0 while a client is attached */
-	int64_t kill_at;             /* SIGKILL after a SIGHUP */
+	int64_t kill_at;             /* when kill_sig goes, after a SIGHUP */
+	int kill_sig;                /* SIGTERM, then SIGKILL */
+	int64_t ping_ms;             /* ORCHARD_AGENT_PTY_PING_MS */
 };
 
 /* pty_session.c */

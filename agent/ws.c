@@ -198,6 +198,11 @@ int agent_ws_close_sent(const struct agent_ws *w)
 	return w->gone || (!w->close_pending && wslay_event_get_close_sent(w->ctx));
 }
 
+int agent_ws_close_received(const struct agent_ws *w)
+{
+	return wslay_event_get_close_received(w->ctx);
+}
+
 size_t agent_ws_backlog(const struct agent_ws *w)
 {
 	return wslay_event_get_queued_msg_length(w->ctx);

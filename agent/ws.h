@@ -46,6 +46,8 @@ int agent_ws_ping(struct agent_ws *w);
 void agent_ws_close(struct agent_ws *w, uint16_t code, const char *reason);
 /* Our close frame has been sent (wait a little for the peer's, then free). */
 int agent_ws_close_sent(const struct agent_ws *w);
+/* The peer's close frame has arrived (it may have closed first). */
+int agent_ws_close_received(const struct agent_ws *w);
 /* Bytes queued and not yet written. */
 size_t agent_ws_backlog(const struct agent_ws *w);
 #endif

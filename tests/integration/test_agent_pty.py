@@ -700,6 +700,42 @@ def test_pty_detached_session_expires_after_the_grace(tmp_path):
         assert stop_agent(agent) == 0
 
 
+def test_pty_websocket_close_hangs_up_then_terminates(agent, tmp_path):
+    """A client's WebSocket close frame (what Orchard's close() sends) ends
+    the program: SIGHUP, then SIGTERM for one that ignores SIGHUP. Without
+    a close frame the session would wait 20 s for a reattach."""
+    mark = tmp_path / "term"
+    script = 'trap "" HUP; trap "echo term > %s; exit 7" TERM; echo up; while :; do sleep 0.05; done' % mark
+    ws, ready = open_session(agent, {"cmd": ["/bin/sh", "-c", script]})
+    ws.read_until("up")
+    ws.close()
+    assert wait_until(lambda: not alive(ready["pid"]), 10), "the program survived the close"
+    assert mark.read_text() == "term\n"
+    assert wait_until(lambda: WS(agent.sock, query="?session=" + ready["session_id"]).status == 404, 10)
+
+
+def test_pty_websocket_close_kills_what_ignores_hup_and_term(agent):
+    ws, ready = open_session(agent, {"cmd": ["/bin/sh", "-c", 'trap "" HUP TERM; echo up; sleep 100']})
+    ws.read_until("up")
+    ws.close()
+    assert wait_until(lambda: not alive(ready["pid"]), 10), "the program survived SIGKILL"
+
+
+def test_pty_pings_at_the_configured_interval(tmp_path):
+    agent = start_agent(str(tmp_path), {"ORCHARD_AGENT_PTY_PING_MS": "200"})
+    try:
+        ws, _ = open_session(agent, {"cmd": ["sleep", "30"]})
+        pings, end = 0, time.time() + 10
+        while pings < 3 and time.time() < end:
+            op, _ = ws.recv_frame()
+            pings += op == 0x9
+        assert pings == 3
+        ws.send({"type": "close"})
+        ws.until_exit()
+    finally:
+        assert stop_agent(agent) == 0
+
+
 def test_sigterm_with_an_open_session_ends_it(tmp_path):
     agent = start_agent(str(tmp_path))
     ws, ready = open_session(agent, {"cmd": ["sleep", "100"]})
