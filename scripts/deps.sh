@@ -22,6 +22,7 @@ PACKAGES=(
 	# tests
 	python3 python3-pytest python3-pytest-timeout python3-pytest-rerunfailures python3-requests python3-yaml python3-jsonschema python3-kubernetes
 	python3-aiohttp python3-websocket  # Orchard's SDK (tests/integration/test_sdk.py)
+	python3-websockets  # a second independent WebSocket client (tests/integration/test_pty_clients.py)
 	git busybox-static patchelf
 	clang lld libclang-rt-14-dev
 	valgrind
