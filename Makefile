@@ -114,6 +114,9 @@ $(BINDIR)/unit-tests: $(UNIT_OBJ) $(LIB_A)
 	@mkdir -p $(BINDIR)
 	$(QUIET_LINK)$(CC) -o $@ $(filter %.o %.a,$^) $(ALL_LDFLAGS) $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
 
+tools: ## the sandbox-tools bundle (codex, claude, opencode) into bin/sandbox-tools
+	@scripts/tools-build.sh
+
 deps: ## install missing Debian packages (apt-get; needs root)
 	@scripts/deps.sh
 
@@ -127,6 +130,7 @@ test: ## install what is needed, build bin/ and bin-san/, run every test suite
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all bin/unit-tests
 	@$(MAKE) --no-print-directory SANITIZE=$(SAN) all bin-san/unit-tests
+	@scripts/tools-build.sh
 	@scripts/test.sh
 
 test-san: ## only the unit and integration suites under ASan+UBSan (bin-san/)
@@ -168,5 +172,5 @@ clean: ## remove build products (keeps var/)
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
 
-.PHONY: all deps unit test test-san valgrind soak up run down bench clean help
+.PHONY: all tools deps unit test test-san valgrind soak up run down bench clean help
 -include $(ALL_OBJ:.o=.d)
