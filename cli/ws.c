@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <wslay/wslay.h>
 
 #include "base64.h"
 #include "err.h"
@@ -53,9 +54,10 @@ static int send_all(struct cli_ws *ws, const char *p, size_t len)
 	return 0;
 }
 
-int cli_ws_fill(struct cli_ws *ws)
+/* Raw bytes before the upgrade (the handshake's answer) into ws->in. */
+static int fill_raw(struct cli_ws *ws)
 {
-	char buf[65536];
+	char buf[16384];
 	size_t n;
 	CURLcode rc;
 
@@ -72,130 +74,160 @@ int cli_ws_fill(struct cli_ws *ws)
 	}
 }
 
+/* ---- wslay's callbacks: curl's connection below, a message queue above ---- */
+
+static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
+{
+	struct cli_ws *ws = user;
+	size_t n;
+	CURLcode rc;
+
+	(void)flags;
+	if (ws->in_off < ws->in.len) { /* read along with the handshake's answer */
+		n = ws->in.len - ws->in_off < len ? ws->in.len - ws->in_off : len;
+		memcpy(buf, ws->in.ptr + ws->in_off, n);
+		ws->in_off += n;
+		return (ssize_t)n;
+	}
+	rc = curl_easy_recv(ws->curl, buf, len, &n);
+	if (rc == CURLE_AGAIN) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	if (rc != CURLE_OK || n == 0) {
+		ws->eof = 1;
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		return -1;
+	}
+	return (ssize_t)n;
+}
+
+static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+		       void *user)
+{
+	struct cli_ws *ws = user;
+	size_t n;
+	CURLcode rc;
+
+	(void)flags;
+	rc = curl_easy_send(ws->curl, data, len, &n);
+	if (rc == CURLE_AGAIN) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	if (rc != CURLE_OK) {
+		ws->eof = 1;
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		return -1;
+	}
+	return (ssize_t)n;
+}
+
+static int on_genmask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+{
+	(void)ctx;
+	(void)user;
+	orc_random_bytes(buf, len);
+	return 0;
+}
+
+/* Text, binary and close messages wait in order for cli_ws_next; wslay
+ * answers pings itself and replies to a close. */
+static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a, void *user)
+{
+	struct cli_ws *ws = user;
+	struct cli_ws_msg *m, **tail;
+	unsigned char code[2];
+
+	(void)ctx;
+	if (a->opcode != WSLAY_TEXT_FRAME && a->opcode != WSLAY_BINARY_FRAME &&
+	    a->opcode != WSLAY_CONNECTION_CLOSE)
+		return;
+	m = xcalloc(1, sizeof(*m));
+	m->op = a->opcode;
+	orc_buf_init(&m->data, 0);
+	if (a->opcode == WSLAY_CONNECTION_CLOSE) {
+		/* The code as it came (none: 1005), then the reason. */
+		if (a->msg_length >= 2)
+			orc_buf_add(&m->data, a->msg, a->msg_length);
+		else if (a->status_code) {
+			code[0] = (unsigned char)(a->status_code >> 8);
+			code[1] = (unsigned char)a->status_code;
+			orc_buf_add(&m->data, code, 2);
+		}
+	} else {
+		orc_buf_add(&m->data, a->msg, a->msg_length);
+	}
+	for (tail = &ws->msgs; *tail; tail = &(*tail)->next)
+		;
+	*tail = m;
+}
+
+/* Write what wslay has queued, waiting for room. */
+static int flush(struct cli_ws *ws)
+{
+	int64_t deadline = orc_mono_ms() + SEND_TIMEOUT_MS;
+
+	while (wslay_event_want_write(ws->ctx)) {
+		if (wslay_event_send(ws->ctx) != 0 || ws->eof)
+			return ORC_EUNAVAIL;
+		if (!wslay_event_want_write(ws->ctx))
+			break;
+		if (orc_mono_ms() > deadline || wait_fd(ws->fd, POLLOUT, 1000) < 0) {
+			if (orc_mono_ms() > deadline)
+				return ORC_ETIMEOUT;
+		}
+	}
+	return 0;
+}
+
+int cli_ws_fill(struct cli_ws *ws)
+{
+	int rc;
+
+	if (!ws->ctx || ws->eof)
+		return ws->eof ? ORC_EUNAVAIL : 0;
+	if (wslay_event_want_read(ws->ctx)) {
+		rc = wslay_event_recv(ws->ctx);
+		if (rc != 0 && !ws->eof)
+			return ORC_EINVALID; /* a protocol error: wslay has queued its close */
+	}
+	(void)flush(ws); /* pongs and close replies */
+	return ws->eof ? ORC_EUNAVAIL : 0;
+}
+
 int cli_ws_send(struct cli_ws *ws, int opcode, const void *data, size_t len)
 {
-	unsigned char head[14], mask[4];
-	struct orc_buf frame = ORC_BUF_INIT;
-	const unsigned char *src = data;
-	size_t h = 0, i;
-	char *dst;
-	int err;
+	struct wslay_event_msg m = { (uint8_t)opcode, data ? data : (const void *)"", len };
 
-	head[h++] = (unsigned char)(0x80 | opcode);
-	if (len < 126) {
-		head[h++] = (unsigned char)(0x80 | len);
-	} else if (len < 65536) {
-		head[h++] = 0x80 | 126;
-		head[h++] = (unsigned char)(len >> 8);
-		head[h++] = (unsigned char)len;
-	} else {
-		head[h++] = 0x80 | 127;
-		for (i = 0; i < 8; i++)
-			head[h++] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
-	}
-	orc_random_bytes(mask, sizeof(mask));
-	memcpy(head + h, mask, 4);
-	h += 4;
-	orc_buf_add(&frame, head, h);
-	orc_buf_add(&frame, data ? data : "", len);
-	for (dst = frame.ptr + h, i = 0; i < len; i++)
-		dst[i] = (char)(src[i] ^ mask[i & 3]);
-	err = send_all(ws, frame.ptr, frame.len);
-	orc_buf_release(&frame);
-	return err;
+	if (!ws->ctx || wslay_event_queue_msg(ws->ctx, &m) != 0)
+		return ORC_EUNAVAIL;
+	return flush(ws);
 }
 
 void cli_ws_send_close(struct cli_ws *ws, unsigned code)
 {
-	unsigned char p[2] = { (unsigned char)(code >> 8), (unsigned char)code };
-
-	if (ws->close_sent || !ws->curl)
+	if (ws->close_sent || !ws->ctx)
 		return;
 	ws->close_sent = 1;
-	(void)cli_ws_send(ws, CLI_WS_CLOSE, p, sizeof(p));
-}
-
-/* Drop the first n bytes read. */
-static void consume(struct cli_ws *ws, size_t n)
-{
-	memmove(ws->in.ptr, ws->in.ptr + n, ws->in.len - n);
-	ws->in.len -= n;
-	ws->in.ptr[ws->in.len] = '\0';
+	if (!wslay_event_get_close_sent(ws->ctx) &&
+	    wslay_event_queue_close(ws->ctx, (uint16_t)code, NULL, 0) == 0)
+		(void)flush(ws);
 }
 
 int cli_ws_next(struct cli_ws *ws, int *op, struct orc_buf *out)
 {
-	const unsigned char *p;
-	uint64_t len;
-	size_t h, i;
-	int fin, opcode, masked;
+	struct cli_ws_msg *m = ws->msgs;
 
-	for (;;) {
-		p = (const unsigned char *)ws->in.ptr;
-		if (ws->in.len < 2)
-			return 0;
-		fin = p[0] & 0x80;
-		opcode = p[0] & 0x0f;
-		masked = p[1] & 0x80;
-		len = p[1] & 0x7f;
-		h = 2;
-		if (p[0] & 0x70)
-			return ORC_EINVALID;       /* no extensions were agreed */
-		if (len == 126) {
-			if (ws->in.len < 4)
-				return 0;
-			len = (uint64_t)p[2] << 8 | p[3];
-			h = 4;
-		} else if (len == 127) {
-			if (ws->in.len < 10)
-				return 0;
-			for (len = 0, i = 0; i < 8; i++)
-				len = len << 8 | p[2 + i];
-			h = 10;
-		}
-		if (len > CLI_WS_MESSAGE_MAX)
-			return ORC_ETOOBIG;
-		if (masked)
-			h += 4;
-		if (ws->in.len < h + len)
-			return 0;
-		if (masked)
-			for (i = 0; i < len; i++)
-				ws->in.ptr[h + i] = (char)(p[h + i] ^ p[h - 4 + (i & 3)]);
-		if (opcode >= CLI_WS_CLOSE) {
-			if (!fin || len > 125)
-				return ORC_EINVALID;
-			if (opcode == CLI_WS_PING) {
-				(void)cli_ws_send(ws, CLI_WS_PONG, ws->in.ptr + h, (size_t)len);
-			} else if (opcode == CLI_WS_CLOSE) {
-				orc_buf_reset(out);
-				orc_buf_add(out, ws->in.ptr + h, (size_t)len);
-				consume(ws, h + (size_t)len);
-				*op = CLI_WS_CLOSE;
-				return 1;
-			} else if (opcode != CLI_WS_PONG) {
-				return ORC_EINVALID;
-			}
-			consume(ws, h + (size_t)len);
-			continue;
-		}
-		if (opcode == CLI_WS_CONT ? !ws->msg_op : (ws->msg_op || opcode > CLI_WS_BINARY))
-			return ORC_EINVALID;
-		if (opcode != CLI_WS_CONT) {
-			orc_buf_reset(&ws->msg);
-			ws->msg_op = opcode;
-		}
-		if (orc_buf_add(&ws->msg, ws->in.ptr + h, (size_t)len) < 0)
-			return ORC_ETOOBIG;
-		consume(ws, h + (size_t)len);
-		if (!fin)
-			continue;
-		orc_buf_reset(out);
-		orc_buf_add(out, orc_buf_cstr(&ws->msg), ws->msg.len);
-		*op = ws->msg_op;
-		ws->msg_op = 0;
-		return 1;
-	}
+	if (!m)
+		return 0;
+	ws->msgs = m->next;
+	orc_buf_reset(out);
+	orc_buf_add(out, m->data.ptr ? m->data.ptr : "", m->data.len);
+	*op = m->op == WSLAY_CONNECTION_CLOSE ? CLI_WS_CLOSE : m->op;
+	orc_buf_release(&m->data);
+	free(m);
+	return 1;
 }
 
 /* ---- the handshake ---- */
@@ -251,7 +283,7 @@ static int read_head(struct cli_ws *ws, size_t *head_len)
 				return ORC_ETIMEOUT;
 			continue;
 		}
-		if ((err = cli_ws_fill(ws)) < 0)
+		if ((err = fill_raw(ws)) < 0)
 			return err;
 	}
 }
@@ -285,7 +317,7 @@ static int report_refusal(struct cli_ws *ws, long status, size_t head_len)
 	if (!cl || orc_parse_i64(&want, cl, 0, REFUSAL_BODY_MAX) < 0)
 		want = 0;
 	while ((int64_t)(ws->in.len - head_len) < want && !ws->eof && orc_mono_ms() < deadline)
-		if (wait_fd(ws->fd, POLLIN, 1000) == 0 && cli_ws_fill(ws) < 0)
+		if (wait_fd(ws->fd, POLLIN, 1000) == 0 && fill_raw(ws) < 0)
 			break;
 	if ((rid = head_header(ws->in.ptr, head_len, "x-request-id:")) != NULL)
 		snprintf(r.request_id, sizeof(r.request_id), "%s", rid);
@@ -315,6 +347,25 @@ static int accept_ok(const char *head, size_t head_len, const char *key)
 	return ok;
 }
 
+/* After the 101: wslay takes the connection (what was read past the head first). */
+static int start_frames(struct cli_ws *ws, size_t head_len)
+{
+	static const struct wslay_event_callbacks cb = {
+		.recv_callback = on_recv,
+		.send_callback = on_send,
+		.genmask_callback = on_genmask,
+		.on_msg_recv_callback = on_msg,
+	};
+
+	ws->in_off = head_len;
+	if (wslay_event_context_client_init(&ws->ctx, &cb, ws) != 0) {
+		ws->ctx = NULL;
+		return ORC_ERROR;
+	}
+	wslay_event_config_set_max_recv_msg_length(ws->ctx, CLI_WS_MESSAGE_MAX);
+	return 0;
+}
+
 int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *path)
 {
 	struct cli_request req = { NULL, path, NULL, NULL, -1, NULL, NULL };
@@ -329,7 +380,6 @@ int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *
 	int err;
 
 	orc_buf_init(&ws->in, CLI_WS_MESSAGE_MAX + HANDSHAKE_MAX);
-	orc_buf_init(&ws->msg, CLI_WS_MESSAGE_MAX);
 	if (!(ws->curl = cli_curl_open(&hdrs, cfg, &req, url, errbuf))) {
 		err = ORC_ERROR;
 		cli_error("curl_easy_init() failed");
@@ -375,8 +425,8 @@ int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *
 		err = ORC_ERROR;
 		goto done;
 	}
-	consume(ws, head_len);
-	err = 0;
+	if ((err = start_frames(ws, head_len)) < 0)
+		cli_error("cannot start the WebSocket session");
 done:
 	if (err < 0 && ws->curl) {
 		curl_easy_cleanup(ws->curl);
@@ -392,11 +442,21 @@ done:
 
 void cli_ws_release(struct cli_ws *ws)
 {
+	struct cli_ws_msg *m, *next;
+
+	for (m = ws->msgs; m; m = next) {
+		next = m->next;
+		orc_buf_release(&m->data);
+		free(m);
+	}
+	ws->msgs = NULL;
+	if (ws->ctx)
+		wslay_event_context_free(ws->ctx);
+	ws->ctx = NULL;
 	if (ws->curl)
 		curl_easy_cleanup(ws->curl);
 	ws->curl = NULL;
 	ws->fd = -1;
 	orc_buf_release(&ws->in);
-	orc_buf_release(&ws->msg);
-	ws->msg_op = 0;
+	ws->in_off = 0;
 }

@@ -274,3 +274,22 @@ def test_sdk_async_pty(stack, box):
             await client.close(cleanup=False)
     with sdk_env(stack):
         assert asyncio.run(asyncio.wait_for(go(), 120)) == -15
+
+
+# ---- orchardctl shell (on wslay's client) against the same route ----
+
+def test_orchardctl_shell_round_trip(stack, box):
+    import os
+    import subprocess
+    ctl = os.environ.get("ORCHARD_TEST_ORCHARDCTL") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bin", "orchardctl")
+    big = "seq 1 100000 | tail -n 1\n"
+    r = subprocess.run([ctl, "shell", box, "--", "/bin/sh"], env=stack.env(),
+                       input="echo hi-$((40+2))\n" + big + "exit 6\n",
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 6, r.stderr
+    assert "hi-42" in r.stdout and "100000" in r.stdout
+    gone = subprocess.run([ctl, "shell", "nosuchbox"], env=stack.env(), input="", capture_output=True,
+                          text=True, timeout=60)
+    assert gone.returncode != 0
+    assert "not found" in gone.stderr.lower() or "404" in gone.stderr, gone.stderr
