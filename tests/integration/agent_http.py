@@ -47,8 +47,17 @@ class Agent:
             h["Content-Type"] = "application/json"
         c = self.connection(timeout)
         try:
-            c.request(method, path, body=body, headers=h, encode_chunked=encode_chunked)
-            r = c.getresponse()
+            try:
+                c.request(method, path, body=body, headers=h, encode_chunked=encode_chunked)
+                r = c.getresponse()
+            except (BrokenPipeError, ConnectionResetError):
+                # The agent answered before the body was sent (a 413 on the
+                # headers) and closed; on a unix socket its reply stays
+                # readable after the close.
+                if c.sock is None:
+                    raise
+                r = http.client.HTTPResponse(c.sock, method=method)
+                r.begin()
             data = r.read()
             if raw:
                 return r.status, data, r
