@@ -146,6 +146,23 @@ def test_websocket_client_bad_init_closes_4400(stack, box):
     assert c.msg() == {"type": "_close", "code": 4400}
 
 
+def test_websocket_client_error_frame_then_close_message(stack, box):
+    """After init a bad frame gets an error frame and the session goes on;
+    the close message hangs up (SIGHUP: exit -1), then close 1000."""
+    c = WC(stack, box, header=["X-API-Key: " + stack.admin_key])
+    c.ws.send(INIT)
+    assert c.msg()["type"] == "ready"
+    c.ws.send(json.dumps({"type": "bogus"}))
+    m = c.msg()
+    while m["type"] == "stdout":
+        m = c.msg()
+    assert m["type"] == "error" and m["message"]
+    c.ws.send(stdin("echo still-$((2*4))\n"))
+    c.until("still-8")
+    c.ws.send(json.dumps({"type": "close"}))
+    assert c.until_exit() == (-1, 1000)
+
+
 # ---- websockets (asyncio) ----
 
 def ws_ssl(stack):
