@@ -4,6 +4,7 @@
  */
 #include "local.h"
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -78,6 +79,65 @@ void ctl_bwrap_host_layout(struct ctl_strv *out)
 	}
 }
 
+#define TOOLS_PROFILE "etc/profile.d/sandbox-tools.sh"
+#define TOOLS_PROFILE_DEST "/etc/profile.d/zz-orchard-sandbox-tools.sh"
+
+void ctl_bwrap_tools_profile(struct ctl_strv *out, const char *tools)
+{
+	struct dirent *de;
+	DIR *dir = opendir("/etc/profile.d");
+
+	if (!dir)
+		return;
+	ctl_strv_push(out, "--tmpfs");
+	ctl_strv_push(out, "/etc/profile.d");
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, TOOLS_PROFILE_DEST + 15))
+			continue;
+		ctl_strv_push(out, "--ro-bind");
+		ctl_strv_pushf(out, "/etc/profile.d/%s", de->d_name);
+		ctl_strv_pushf(out, "/etc/profile.d/%s", de->d_name);
+	}
+	closedir(dir);
+	ctl_strv_push(out, "--ro-bind");
+	ctl_strv_pushf(out, "%s/" TOOLS_PROFILE, tools);
+	ctl_strv_push(out, TOOLS_PROFILE_DEST);
+	ctl_strv_push(out, "--remount-ro");
+	ctl_strv_push(out, "/etc/profile.d");
+}
+
+/* The bundle and its login-shell hook; for an image, the hook only where
+ * the image has /etc/profile.d (its /etc/profile sources it). */
+static void push_tools(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
+{
+	struct stat st;
+	char *pd;
+	size_t i;
+
+	ctl_strv_push(a, "--ro-bind");
+	ctl_strv_push(a, s->tools);
+	ctl_strv_push(a, s->tools_mount);
+	ctl_strv_push(a, "--setenv");
+	ctl_strv_push(a, "SANDBOX_TOOLS");
+	ctl_strv_push(a, s->tools_mount);
+	if (!s->root) {
+		for (i = 0; s->tools_profile && i < s->tools_profile->n; i++)
+			ctl_strv_push(a, s->tools_profile->v[i]);
+		return;
+	}
+	pd = xasprintf("%s/etc", s->root);
+	if (!lstat(pd, &st) && S_ISDIR(st.st_mode)) {
+		free(pd);
+		pd = xasprintf("%s/etc/profile.d", s->root);
+		if (!lstat(pd, &st) && S_ISDIR(st.st_mode)) {
+			ctl_strv_push(a, "--ro-bind");
+			ctl_strv_pushf(a, "%s/" TOOLS_PROFILE, s->tools);
+			ctl_strv_push(a, TOOLS_PROFILE_DEST);
+		}
+	}
+	free(pd);
+}
+
 static void push3(struct ctl_strv *a, const char *x, const char *y, const char *z)
 {
 	ctl_strv_push(a, x);
@@ -136,13 +196,18 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 	/* The image may have no libc: its agent is the self-contained bundle. */
 	push3(a, "--ro-bind", s->root ? s->agent_bundle : s->agent_bin, "/run/orchard-agent");
 	push3(a, "--dir", "/root", NULL);
+	if (s->tools)
+		push_tools(a, s);
 	/* Host layout: nothing else is writable, no unaccounted tmpfs writes.
 	 * An image's root is its private layer, writable on purpose. */
 	if (!s->root)
 		push3(a, "--remount-ro", "/", NULL);
 
 	push3(a, "--setenv", "HOME", "/root");
-	push3(a, "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	ctl_strv_push(a, "--setenv");
+	ctl_strv_push(a, "PATH");
+	ctl_strv_pushf(a, "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin%s%s%s",
+		       s->tools ? ":" : "", s->tools ? s->tools_mount : "", s->tools ? "/bin" : "");
 	push3(a, "--chdir", "/workspace", NULL);
 	if (s->seccomp_fd >= 0) {
 		ctl_strv_push(a, "--seccomp");

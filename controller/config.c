@@ -33,6 +33,10 @@ static const char usage[] =
 	"                          \"images\" beside the state dir)\n"
 	"  --agent-bundle DIR      agent for imported images (ORCHARD_AGENT_BUNDLE, default:\n"
 	"                          <agent-bin>.bundle; make it with scripts/agent-bundle.sh)\n"
+	"  --sandbox-tools DIR|off the sandbox-tools bundle, read-only in every sandbox\n"
+	"                          (ORCHARD_SANDBOX_TOOLS, default: sandbox-tools beside this\n"
+	"                          program when built; make tools); mounted at\n"
+	"                          ORCHARD_SANDBOX_TOOLS_PATH (default /opt/sandbox-tools)\n"
 	"  --bwrap PATH            bubblewrap binary         (ORCHARD_BWRAP, default: bwrap in PATH)\n"
 	"                          every sandbox starts under orchard-watchdog (ORCHARD_WATCHDOG_BIN,\n"
 	"                          default: beside this program)\n"
@@ -49,7 +53,7 @@ static const char usage[] =
 
 enum {
 	OPT_DB = 1, OPT_STATE, OPT_AGENT, OPT_BWRAP, OPT_UID, OPT_GID, OPT_SWEEP, OPT_PIDS, OPT_HELP,
-	OPT_IMAGES, OPT_BUNDLE,
+	OPT_IMAGES, OPT_BUNDLE, OPT_TOOLS,
 };
 
 static const struct option options[] = {
@@ -63,6 +67,7 @@ static const struct option options[] = {
 	{ "pids-max", required_argument, NULL, OPT_PIDS },
 	{ "image-dir", required_argument, NULL, OPT_IMAGES },
 	{ "agent-bundle", required_argument, NULL, OPT_BUNDLE },
+	{ "sandbox-tools", required_argument, NULL, OPT_TOOLS },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -183,6 +188,36 @@ static int check(struct ctl_config *cfg)
 	return 0;
 }
 
+/* The sandbox-tools bundle: "off", a directory, or by default the one
+ * beside this program (make tools), which may not exist (then off). */
+static int tools_config(struct ctl_config *cfg)
+{
+	const char *m;
+
+	cfg->tools_explicit = cfg->tools_dir && *cfg->tools_dir;
+	if (cfg->tools_explicit && !strcmp(cfg->tools_dir, "off")) {
+		set_str(&cfg->tools_dir, NULL);
+		cfg->tools_explicit = 0;
+	} else if (!cfg->tools_explicit) {
+		free(cfg->tools_dir);
+		cfg->tools_dir = beside_self("sandbox-tools");
+	}
+	if (cfg->tools_dir && make_absolute(&cfg->tools_dir) < 0)
+		return ORC_ERROR;
+	if (!cfg->tools_mount || !*cfg->tools_mount)
+		set_str(&cfg->tools_mount, "/opt/sandbox-tools");
+	m = cfg->tools_mount;
+	if (m[0] != '/' || !m[1] || strlen(m) > 256 || strchr(m, ':') || strstr(m, "/..") ||
+	    strchr(m, '\n') || !strncmp(m, "/run/orchard", 12) || !strncmp(m, "/proc", 5) ||
+	    !strncmp(m, "/dev", 4)) {
+		fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_TOOLS_PATH \"%s\" must be an "
+			"absolute path of at most 256 bytes without ':' or \"..\", outside /run/orchard, "
+			"/proc and /dev\n", m);
+		return ORC_EINVALID;
+	}
+	return 0;
+}
+
 int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 {
 	int64_t uid = 65534, gid = 65534, sweep = 2000, pids = 1024;
@@ -197,6 +232,8 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	set_str(&bwrap, getenv("ORCHARD_BWRAP"));
 	set_str(&cfg->image_dir, getenv("ORCHARD_IMAGE_DIR"));
 	set_str(&cfg->agent_bundle, getenv("ORCHARD_AGENT_BUNDLE"));
+	set_str(&cfg->tools_dir, getenv("ORCHARD_SANDBOX_TOOLS"));
+	set_str(&cfg->tools_mount, getenv("ORCHARD_SANDBOX_TOOLS_PATH"));
 	set_str(&cfg->driver, "local");
 	if ((v = getenv("ORCHARD_SANDBOX_UID")) && *v && (err = parse_id(&uid, "ORCHARD_SANDBOX_UID", v)) < 0)
 		goto done;
@@ -224,6 +261,7 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		case OPT_BWRAP: set_str(&bwrap, optarg); break;
 		case OPT_IMAGES: set_str(&cfg->image_dir, optarg); break;
 		case OPT_BUNDLE: set_str(&cfg->agent_bundle, optarg); break;
+		case OPT_TOOLS: set_str(&cfg->tools_dir, optarg); break;
 		case OPT_UID:
 			if ((err = parse_id(&uid, "--sandbox-uid", optarg)) < 0)
 				goto done;
@@ -272,6 +310,8 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		free(cfg->agent_bundle);
 		cfg->agent_bundle = xasprintf("%s.bundle", cfg->agent_bin);
 	}
+	if ((err = tools_config(cfg)) < 0)
+		goto done;
 	cfg->bwrap_bin = find_in_path(bwrap && *bwrap ? bwrap : "bwrap");
 	if (!cfg->watchdog_bin || !*cfg->watchdog_bin) {
 		free(cfg->watchdog_bin);
@@ -305,4 +345,6 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->driver, NULL);
 	set_str(&cfg->image_dir, NULL);
 	set_str(&cfg->agent_bundle, NULL);
+	set_str(&cfg->tools_dir, NULL);
+	set_str(&cfg->tools_mount, NULL);
 }

@@ -31,6 +31,12 @@ struct ctl_config {
 	char *agent_bundle;      /* ORCHARD_AGENT_BUNDLE / --agent-bundle: the self-contained
 				  * agent (scripts/agent-bundle.sh) for imported images
 				  * (default: <agent-bin>.bundle) */
+	char *tools_dir;         /* ORCHARD_SANDBOX_TOOLS / --sandbox-tools: the sandbox-tools
+				  * bundle (docs/sandbox-tools.md), or NULL when off (default:
+				  * sandbox-tools beside this program, when it exists) */
+	char *tools_mount;       /* ORCHARD_SANDBOX_TOOLS_PATH: where sandboxes see it
+				  * (default /opt/sandbox-tools) */
+	int tools_explicit;      /* tools_dir was configured: missing is an error */
 };
 
 #define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }

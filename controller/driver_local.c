@@ -144,6 +144,42 @@ static int claim_state_dir(int state_fd, const char *path)
 	return 0;
 }
 
+/* The sandbox-tools bundle: used when its bin/ is there (a configured
+ * one that is not is an error; the default one is simply off). */
+static int tools_init(struct local *l, const struct ctl_config *cfg)
+{
+	char *bin;
+	struct stat st;
+	int ok;
+
+	if (!cfg->tools_dir)
+		return 0;
+	bin = xasprintf("%s/bin", cfg->tools_dir);
+	ok = !stat(bin, &st) && S_ISDIR(st.st_mode);
+	free(bin);
+	if (!ok) {
+		if (cfg->tools_explicit) {
+			orc_logf(ORC_LOG_ERROR, "sandbox-tools bundle \"%s\" has no bin/: build it with "
+				 "make tools, or set ORCHARD_SANDBOX_TOOLS=off", cfg->tools_dir);
+			return ORC_ERROR;
+		}
+		orc_log(ORC_LOG_INFO, "no sandbox-tools bundle (make tools); sandboxes get none",
+			"path", cfg->tools_dir, NULL);
+		return 0;
+	}
+	if (!reachable_by(cfg->tools_dir, cfg->sandbox_uid, cfg->sandbox_gid, 5)) {
+		orc_logf(cfg->tools_explicit ? ORC_LOG_ERROR : ORC_LOG_WARN, "sandbox-tools bundle "
+			 "\"%s\" is not readable by the sandbox uid %u%s", cfg->tools_dir,
+			 (unsigned)cfg->sandbox_uid, cfg->tools_explicit ? "" : "; sandboxes get none");
+		return cfg->tools_explicit ? ORC_ERROR : 0;
+	}
+	l->tools = cfg->tools_dir;
+	ctl_bwrap_tools_profile(&l->tools_profile, l->tools);
+	orc_log(ORC_LOG_INFO, "sandbox-tools bundle in every sandbox", "path", l->tools,
+		"mount", cfg->tools_mount, NULL);
+	return 0;
+}
+
 static int local_init(struct ctl_driver *d)
 {
 	const struct ctl_config *cfg = d->cfg;
@@ -203,6 +239,8 @@ static int local_init(struct ctl_driver *d)
 		orc_logf(ORC_LOG_WARN, "state dir is longer than %zu bytes: no agent socket path "
 			 "fits in a unix socket address; every launch will fail", max_state);
 	ctl_bwrap_host_layout(&l->layout);
+	if ((err = tools_init(l, cfg)) < 0)
+		goto done;
 	/* Without the filter a sandbox would have more than documented. */
 	if ((err = ctl_seccomp_build(&l->seccomp_fd)) < 0)
 		goto done;
@@ -236,6 +274,7 @@ static void local_release(struct ctl_driver *d)
 	if (l->ino_fd >= 0)
 		close(l->ino_fd);
 	ctl_strv_release(&l->layout);
+	ctl_strv_release(&l->tools_profile);
 	ctl_cgroups_release(&l->cg);
 	free(l);
 	d->priv = NULL;
@@ -616,6 +655,7 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
 			sb->block_network, CTL_SPAWN_SECCOMP_FD,
 			root, d->cfg->agent_bundle, &agent_cmd,
+			L(d)->tools, d->cfg->tools_mount, &L(d)->tools_profile,
 		};
 		ctl_bwrap_argv(&argv, &spec);
 		free(root);

@@ -30,6 +30,11 @@ void ctl_strv_release(struct ctl_strv *s);
  * (merged /usr), nothing for what does not exist. Computed once. */
 void ctl_bwrap_host_layout(struct ctl_strv *out);
 
+/* For login shells, whose /etc/profile resets PATH: the host's
+ * /etc/profile.d as it is, plus the bundle's script, on a tmpfs made
+ * read-only again. Empty when the host has no /etc/profile.d. */
+void ctl_bwrap_tools_profile(struct ctl_strv *out, const char *tools);
+
 struct ctl_bwrap_spec {
 	const char *bwrap;          /* absolute path of bwrap */
 	const struct ctl_strv *layout;  /* from ctl_bwrap_host_layout() */
@@ -44,6 +49,12 @@ struct ctl_bwrap_spec {
 	const char *root;
 	const char *agent_bundle;
 	const struct ctl_strv *agent_cmd;
+	/* The sandbox-tools bundle (docs/sandbox-tools.md), or NULL: bound
+	 * read-only at tools_mount, its bin/ last on PATH; tools_profile is
+	 * ctl_bwrap_tools_profile()'s for the host layout. */
+	const char *tools;
+	const char *tools_mount;
+	const struct ctl_strv *tools_profile;
 };
 
 /*

@@ -22,6 +22,8 @@ struct local {
 	struct watch *watches;      /* per launched sandbox not yet ready */
 	size_t nwatches, awatches;
 	struct ctl_strv layout;
+	const char *tools;          /* cfg->tools_dir when usable, else NULL (off) */
+	struct ctl_strv tools_profile;  /* host layout: its login-shell hook */
 	struct ctl_cgroups cg;
 	int seccomp_fd;             /* the compiled filter (memfd) */
 };

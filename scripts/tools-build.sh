@@ -130,6 +130,13 @@ launcher() { # NAME KIND EXE-REL-TO-ROOT COMMENT
 		echo '#!/bin/sh'
 		echo "# $4 (Orchard sandbox-tools bundle; docs/sandbox-tools.md)"
 		echo 'case $0 in */*) t=${0%/*}/.. ;; *) t=$(command -v -- "$0"); t=${t%/*}/.. ;; esac'
+		echo '# A read-only HOME (the host image): state under $TMPDIR instead'
+		echo 'if [ ! -w "${HOME:-/nonexistent}" ]; then'
+		echo '	s=${TMPDIR:-/tmp}/sandbox-tools-home'
+		echo '	: "${XDG_DATA_HOME:=$s/.local/share}" "${XDG_STATE_HOME:=$s/.local/state}"'
+		echo '	: "${XDG_CONFIG_HOME:=$s/.config}" "${XDG_CACHE_HOME:=$s/.cache}"'
+		echo '	export XDG_DATA_HOME XDG_STATE_HOME XDG_CONFIG_HOME XDG_CACHE_HOME'
+		echo 'fi'
 		if [ "$2" = glibc ]; then
 			echo "# glibc's loader: the image's when it has one, else the bundle's own"
 			echo "if [ -e /lib64/$LOADER ] && [ -z \"\${SANDBOX_TOOLS_OWN_LIBC-}\" ]; then"
