@@ -574,3 +574,21 @@ def test_pty_async_container_process(stack, sandbox):
 
     with sdk_env(stack):
         asyncio.run(main())
+
+
+def test_orchards_small_shapes_through_the_sdks_transport(stack, sandbox):
+    """The answers the SDK reads through its own _request (raise_for_status,
+    then .json()): /, heartbeat, and delete of an unknown id."""
+    with sdk_env(stack):
+        with SandboxClient(auto_cleanup=False) as client:
+            root = client._request("GET", "/")
+            assert root["status"] == "running" and root["service"] and root["version"], root
+            assert client._request("POST", "/sandboxes/%s/heartbeat" % sandbox) == {
+                "status": "ok", "sandbox_id": sandbox}
+            with pytest.raises(requests.HTTPError) as e:
+                client._request("POST", "/sandboxes/abcdef12/heartbeat")
+            assert e.value.response.status_code == 404
+            assert client._request("DELETE", "/sandboxes/abcdef12") == {
+                "status": "deleted", "sandbox_id": "abcdef12"}
+            res = client._request("GET", "/resources")
+            assert res["status"] == "ok" and sandbox in [p["sandbox_id"] for p in res["sandbox_pods"]]
