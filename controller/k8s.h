@@ -45,6 +45,11 @@ struct k8s_config {
 	char *ca_file;           /* NULL: the system's CAs */
 	char *ns;                /* sandbox namespace */
 	char *agent_image;
+	char *tools_image;       /* ORCHARD_K8S_TOOLS_IMAGE: the sandbox-tools bundle at
+				  * /opt/sandbox-tools in it; NULL: no tools */
+	int tools_image_volume;  /* ORCHARD_K8S_TOOLS_MODE=image: an image volume
+				  * (Kubernetes >= 1.33), else (init) copied by an init
+				  * container into an emptyDir */
 	char *service_account;   /* NULL: the namespace's default */
 	char *runtime_class;     /* NULL: none */
 	json_object *node_selector;   /* object or NULL */

@@ -212,6 +212,13 @@ int k8s_config_load(struct k8s_config *cfg)
 		goto done;
 	}
 	cfg->agent_image = dup_env("ORCHARD_K8S_AGENT_IMAGE", "orchard/agent:0.1.0");
+	cfg->tools_image = dup_env("ORCHARD_K8S_TOOLS_IMAGE", NULL);
+	v = env("ORCHARD_K8S_TOOLS_MODE");
+	if (v && strcmp(v, "init") && strcmp(v, "image")) {
+		err = bad("ORCHARD_K8S_TOOLS_MODE", v, "\"init\" or \"image\"");
+		goto done;
+	}
+	cfg->tools_image_volume = v && !strcmp(v, "image");
 	cfg->service_account = dup_env("ORCHARD_K8S_SERVICE_ACCOUNT", NULL);
 	cfg->runtime_class = dup_env("ORCHARD_K8S_RUNTIME_CLASS", NULL);
 	if ((cfg->service_account && !is_dns_subdomain(cfg->service_account)) ||
@@ -263,6 +270,7 @@ void k8s_config_release(struct k8s_config *cfg)
 	free(cfg->ca_file);
 	free(cfg->ns);
 	free(cfg->agent_image);
+	free(cfg->tools_image);
 	free(cfg->service_account);
 	free(cfg->runtime_class);
 	json_object_put(cfg->node_selector);

@@ -139,6 +139,52 @@ static json_object *init_container(const struct k8s_config *cfg)
 	return c;
 }
 
+/* The sandbox-tools bundle (docs/sandbox-tools.md): at TOOLS_DIR in the
+ * tools image; copied into an emptyDir, or mounted as an image volume. */
+#define TOOLS_DIR "/opt/sandbox-tools"
+#define TOOLS_COPY "/tools"
+#define TOOLS_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" TOOLS_DIR "/bin"
+
+static json_object *tools_init_container(const struct k8s_config *cfg)
+{
+	json_object *c = named("name", "tools-install", NULL, NULL);
+	json_object *res = json_object_new_object(), *lim = json_object_new_object();
+	json_object *mounts = json_object_new_array();
+
+	put_str(c, "image", cfg->tools_image);
+	put(c, "command", strings(4, "cp", "-a", TOOLS_DIR "/.", TOOLS_COPY "/"));
+	put_str(lim, "cpu", "500m");
+	put_str(lim, "memory", "256Mi");
+	put(res, "limits", lim);
+	put(c, "resources", res);
+	put(c, "securityContext", container_security());
+	json_object_array_add(mounts, mount("sandbox-tools", TOOLS_COPY, 0));
+	put(c, "volumeMounts", mounts);
+	return c;
+}
+
+static json_object *env_var(const char *name, const char *value)
+{
+	json_object *e = named("name", name, NULL, NULL);
+
+	put_str(e, "value", value);
+	return e;
+}
+
+/* The main container's side: the mount, SANDBOX_TOOLS and PATH (its bin/
+ * last, as the local driver does). */
+static void tools_mount(json_object *c, json_object *mounts, const struct k8s_config *cfg)
+{
+	json_object *m = mount("sandbox-tools", TOOLS_DIR, 1), *env = json_object_new_array();
+
+	if (cfg->tools_image_volume)
+		put_str(m, "subPath", TOOLS_DIR + 1);
+	json_object_array_add(mounts, m);
+	json_object_array_add(env, env_var("SANDBOX_TOOLS", TOOLS_DIR));
+	json_object_array_add(env, env_var("PATH", TOOLS_PATH));
+	put(c, "env", env);
+}
+
 static json_object *sandbox_resources(const struct k8s_config *cfg, const struct ctl_sandbox *sb)
 {
 	json_object *res = json_object_new_object();
@@ -184,11 +230,26 @@ static json_object *sandbox_container(const struct k8s_config *cfg, const struct
 	json_object_array_add(mounts, mount("orchard", AGENT_DIR, 1));
 	json_object_array_add(mounts, mount("token", TOKEN_DIR, 1));
 	json_object_array_add(mounts, mount("workspace", "/workspace", 0));
+	if (cfg->tools_image)
+		tools_mount(c, mounts, cfg);
 	put(c, "volumeMounts", mounts);
 	return c;
 }
 
-static json_object *volumes(const struct ctl_sandbox *sb)
+static json_object *tools_volume(const struct k8s_config *cfg)
+{
+	json_object *src = json_object_new_object();
+
+	if (cfg->tools_image_volume) {
+		put_str(src, "reference", cfg->tools_image);
+		put_str(src, "pullPolicy", "IfNotPresent");
+		return named("name", "sandbox-tools", "image", src);
+	}
+	put_str(src, "sizeLimit", "2Gi");
+	return named("name", "sandbox-tools", "emptyDir", src);
+}
+
+static json_object *volumes(const struct k8s_config *cfg, const struct ctl_sandbox *sb)
 {
 	json_object *v = json_object_new_array(), *ed = json_object_new_object();
 	json_object *secret = json_object_new_object();
@@ -200,6 +261,8 @@ static json_object *volumes(const struct ctl_sandbox *sb)
 	put_int(secret, "defaultMode", 0400);
 	json_object_array_add(v, named("name", "token", "secret", secret));
 	json_object_array_add(v, named("name", "workspace", "emptyDir", json_object_new_object()));
+	if (cfg->tools_image)
+		json_object_array_add(v, tools_volume(cfg));
 	free(sname);
 	return v;
 }
@@ -239,10 +302,12 @@ json_object *k8s_pod_new(const struct k8s_config *cfg, const struct ctl_sandbox 
 		put(spec, "imagePullSecrets", pulls);
 	}
 	json_object_array_add(inits, init_container(cfg));
+	if (cfg->tools_image && !cfg->tools_image_volume)
+		json_object_array_add(inits, tools_init_container(cfg));
 	put(spec, "initContainers", inits);
 	json_object_array_add(containers, sandbox_container(cfg, sb));
 	put(spec, "containers", containers);
-	put(spec, "volumes", volumes(sb));
+	put(spec, "volumes", volumes(cfg, sb));
 	put(pod, "spec", spec);
 	free(name);
 	return pod;

@@ -337,6 +337,56 @@ def test_configured_scheduling_and_security_options_reach_the_pod(k8s):
     k8s.assert_no_invalid_requests()
 
 
+def test_tools_bundle_is_copied_by_an_init_container_and_mounted_read_only(k8s):
+    k8s.start(ORCHARD_K8S_TOOLS_IMAGE="orchard/sandbox-tools:test")
+    sid, token, row = ready_sandbox(k8s)
+    spec = k8s.pod(sid)["spec"]
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    tools = inits["tools-install"]
+    assert tools["image"] == "orchard/sandbox-tools:test"
+    assert tools["command"] == ["cp", "-a", "/opt/sandbox-tools/.", "/tools/"]
+    assert tools["volumeMounts"] == [{"name": "sandbox-tools", "mountPath": "/tools"}]
+    assert tools["securityContext"]["allowPrivilegeEscalation"] is False
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in vols["sandbox-tools"]
+    main = spec["containers"][0]
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert mounts["/opt/sandbox-tools"] == {"name": "sandbox-tools", "mountPath": "/opt/sandbox-tools",
+                                            "readOnly": True}
+    env = {e["name"]: e["value"] for e in main["env"]}
+    assert env["SANDBOX_TOOLS"] == "/opt/sandbox-tools"
+    assert env["PATH"].endswith(":/opt/sandbox-tools/bin") and env["PATH"].startswith("/usr/local/")
+    # the agent still works with that environment
+    status, body = agent_call(row["address"], token, "POST", "/exec", {"command": "echo ok"})
+    assert status == 200 and body["stdout"] == "ok\n", body
+    k8s.assert_no_invalid_requests()
+
+
+def test_tools_bundle_as_an_image_volume(k8s):
+    k8s.start(ORCHARD_K8S_TOOLS_IMAGE="orchard/sandbox-tools:test", ORCHARD_K8S_TOOLS_MODE="image")
+    sid, _, _ = ready_sandbox(k8s)
+    spec = k8s.pod(sid)["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["agent-install"]
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["sandbox-tools"] == {"name": "sandbox-tools", "image": {
+        "reference": "orchard/sandbox-tools:test", "pullPolicy": "IfNotPresent"}}
+    mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["/opt/sandbox-tools"]["subPath"] == "opt/sandbox-tools"
+    assert mounts["/opt/sandbox-tools"]["readOnly"] is True
+    k8s.assert_no_invalid_requests()
+
+
+def test_no_tools_image_means_no_tools_in_the_pod(k8s):
+    k8s.start()
+    sid, _, _ = ready_sandbox(k8s)
+    spec = k8s.pod(sid)["spec"]
+    assert "sandbox-tools" not in json.dumps(spec)
+    c = Controller(k8s.env(ORCHARD_K8S_TOOLS_MODE="copy"), os.path.join(k8s.base, "badtools.log"))
+    assert c.proc.wait(10) != 0
+    assert "ORCHARD_K8S_TOOLS_MODE" in c.log()
+    c.stop()
+
+
 def test_bad_configuration_refuses_to_start(k8s):
     c = Controller(k8s.env(ORCHARD_K8S_EGRESS_EXCEPT="10.0.0.0/8,not-a-cidr"),
                    os.path.join(k8s.base, "bad.log"))

@@ -183,6 +183,9 @@ def check_structure(value, type_name, path, causes, owner=None):
     for key, sub in value.items():
         field = "%s.%s" % (path, key) if path else key
         attr = names.get(key)
+        if attr is None and (type_name, key) in NEWER_FIELDS:
+            NEWER_FIELDS[(type_name, key)](sub, field, causes)
+            continue
         if attr is None:
             causes.append(cause("FieldValueUnknown", field,
                                 'unknown field "%s"' % field))
@@ -193,6 +196,33 @@ def check_structure(value, type_name, path, causes, owner=None):
         if value.get(cls.attribute_map[attr]) is None:
             key = cls.attribute_map[attr]
             causes.append(required("%s.%s" % (path, key) if path else key))
+
+
+def _image_volume(value, path, causes):
+    """V1ImageVolumeSource (Kubernetes 1.31+, GA in 1.35): reference and
+    pullPolicy, both strings."""
+    if not isinstance(value, dict):
+        causes.append(_wrong_type(path, value, "object"))
+        return
+    for key, sub in value.items():
+        if key not in ("reference", "pullPolicy"):
+            causes.append(cause("FieldValueUnknown", "%s.%s" % (path, key),
+                                'unknown field "%s.%s"' % (path, key)))
+        elif not isinstance(sub, str):
+            causes.append(_wrong_type("%s.%s" % (path, key), sub, "string"))
+    if key_missing(value, "reference"):
+        causes.append(required(path + ".reference"))
+
+
+def key_missing(value, key):
+    return not value.get(key)
+
+
+# Fields newer than the Kubernetes models python3-kubernetes has: checked
+# here by hand where the models do not know them.
+NEWER_FIELDS = {
+    ("V1Volume", "image"): _image_volume,
+}
 
 
 def _wrong_type(path, value, want):
