@@ -63,6 +63,15 @@ void api_listener_stop(struct api_listener *l);
 int api_listener_active(void);
 void api_listener_remove(const struct api_listener *l);
 
+/* ---- peer.c: who may connect to the sockets ---------------------------- */
+
+/* Read ORCHARD_API_SOCKET_GROUP/_MODE and ORCHARD_API_PEER_UIDS. */
+int api_peer_init(void);
+/* Give a freshly bound unix socket its group and mode. */
+int api_peer_secure_socket(const char *path);
+/* 1 when the peer of accepted connection fd may be served. */
+int api_peer_allowed(int fd);
+
 /* ---- request.c: one FastCGI request and everything it owns ------------- */
 
 #define API_MAX_QUERY 32

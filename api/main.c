@@ -8,6 +8,8 @@
  *   ORCHARD_API_AUTH_SOCKET  FastCGI socket for nginx's auth subrequests
  *                          (/_auth, /_auth_agent) alone (default
  *                          "<ORCHARD_API_SOCKET>.auth"; required with TCP)
+ *   ORCHARD_API_SOCKET_GROUP, ORCHARD_API_SOCKET_MODE, ORCHARD_API_PEER_UIDS
+ *                          who may connect to the sockets (peer.c)
  *   ORCHARD_API_THREADS    request threads (default 256)
  *   ORCHARD_API_AUTH_THREADS  threads of the auth socket (default 8)
  *   ORCHARD_DB_POOL        database connections (default 8)
@@ -148,6 +150,8 @@ int main(int argc, char **argv)
 			api_server.driver, NULL);
 		return 2;
 	}
+	if (api_peer_init() < 0)
+		return 2;
 	api_server.conninfo = xstrdup(dburl);
 	if (gethostname(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "unknown");

@@ -120,11 +120,9 @@ int api_listener_open(struct api_listener *l)
 	 * not sleep in accept(). */
 	fcntl(l->fd, F_SETFD, FD_CLOEXEC);
 	fcntl(l->fd, F_SETFL, fcntl(l->fd, F_GETFL) | O_NONBLOCK);
-	/* nginx workers run as another user: let them connect. */
-	if (is_unix && chmod(path, 0666) < 0) {
-		orc_logf(ORC_LOG_ERROR, "chmod() \"%s\" failed: %s", path, strerror(errno));
-		return ORC_ERROR;
-	}
+	/* nginx's workers alone may connect (peer.c). */
+	if (is_unix && (err = api_peer_secure_socket(path)) < 0)
+		return err;
 	if ((l->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || arm(l, l->fd) < 0) {
 		orc_logf(ORC_LOG_ERROR, "epoll for \"%s\" failed: %s", path, strerror(errno));
 		return ORC_ERROR;
@@ -232,6 +230,10 @@ static int accept_one(struct api_listener *l, int *fd)
 	}
 	if (!stopping)
 		arm(l, l->fd);   /* the next connection wakes another thread */
+	if (!api_peer_allowed(*fd)) {
+		close(*fd);
+		return -1;
+	}
 	api_metrics_connection(l->auth_only);
 	p.fd = *fd;
 	p.events = POLLIN;

@@ -60,6 +60,15 @@ DB_URL="host=$RUN user=orchard dbname=orchard"
 ROOT=0
 [ "$(id -u)" -eq 0 ] && ROOT=1
 
+# The user nginx's workers run as. The api's sockets are theirs alone:
+# group-owned by the user's group, mode 0660, and the api refuses any other
+# peer uid (ORCHARD_API_PEER_UIDS, api/peer.c). Not root: workers run as us.
+NGINX_USER=$(id -un)
+if [ "$ROOT" -eq 1 ]; then
+	NGINX_USER=nobody
+	id www-data >/dev/null 2>&1 && NGINX_USER=www-data
+fi
+
 PGBIN=
 find_pgbin() {
 	local d
@@ -303,11 +312,7 @@ render_nginx() {
 	[[ $workers =~ ^(auto|[1-9][0-9]{0,2})$ ]] ||
 		die "ORCHARD_NGINX_WORKERS \"$workers\" must be auto or a number"
 	if [ "$ROOT" -eq 1 ]; then
-		if id www-data >/dev/null 2>&1; then
-			user_line="user www-data;"
-		else
-			user_line="user nobody;"
-		fi
+		user_line="user $NGINX_USER $(id -gn "$NGINX_USER");"
 	else
 		user_line="# not root: workers run as $(id -un)"
 	fi
@@ -418,6 +423,7 @@ api_start() {
 	rm -f "$API_SOCKET" "$API_AUTH_SOCKET"
 	start_bg api "$LOG/api.log" env ORCHARD_DATABASE_URL="$DB_URL" \
 		ORCHARD_API_SOCKET="$API_SOCKET" ORCHARD_API_AUTH_SOCKET="$API_AUTH_SOCKET" \
+		ORCHARD_API_SOCKET_GROUP="$(id -gn "$NGINX_USER")" ORCHARD_API_PEER_UIDS="$NGINX_USER" \
 		"$BIN/orchard-api"
 	for ((i = 0; i < 100; i++)); do
 		# the api opens its auth socket first
