@@ -172,12 +172,23 @@ check_traversable() {
 
 make_dirs() {
 	mkdir -p "$RUN" "$LOG" "$TLS" "$NGX/tmp" "$STATE"
-	chmod 0755 "$VAR" "$RUN" "$LOG" "$NGX" "$STATE"
+	chmod 0755 "$VAR" "$RUN" "$NGX" "$STATE"
 	chmod 0755 "$TLS"   # ca.crt is for everyone; the keys are 0600
+	# Logs are not for every local user: a request line or an error may
+	# carry what a client should not have put in a URI. The files exist
+	# before anything opens them, so nginx (which would create 0644) keeps
+	# 0640; the directory keeps out whatever is recreated later.
+	local f
+	for f in api controller nginx-access nginx-error admin postgres postgres-init; do
+		touch "$LOG/$f.log"
+	done
+	chmod 0640 "$LOG"/*.log
+	chmod 0750 "$LOG"
 	if [ "$ROOT" -eq 1 ]; then
-		# PostgreSQL puts its socket and lock file into run/
+		# PostgreSQL puts its socket and lock file into run/, and pg_ctl
+		# (as postgres) opens its log in log/.
 		chown postgres "$RUN"
-		touch "$LOG/postgres.log"
+		chgrp postgres "$LOG"
 		chown postgres "$LOG/postgres.log"
 	fi
 }

@@ -7,17 +7,13 @@ root, its own nor nginx's (SO_PEERCRED), even when a socket's mode is
 loosened by mistake. The tests run as a temporary unprivileged local user,
 created here and removed afterwards.
 """
-import grp
 import os
 import pwd
 import socket
 import stat
-import subprocess
-import uuid
-
-import pytest
 
 import fcgi_client
+from local_user import as_user, local_user  # noqa: F401 - a fixture
 
 
 def nginx_user():
@@ -27,57 +23,6 @@ def nginx_user():
         except KeyError:
             continue
     raise AssertionError("neither www-data nor nobody exists")
-
-
-@pytest.fixture(scope="module")
-def local_user():
-    if os.geteuid() != 0:
-        pytest.skip("creating a local user needs root")
-    name = "orc-t%s" % uuid.uuid4().hex[:8]
-    subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
-                    "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
-    try:
-        pw = pwd.getpwnam(name)
-        yield pw
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
-        try:
-            grp.getgrnam(name)
-            subprocess.run(["groupdel", name], capture_output=True)
-        except KeyError:
-            pass
-    with pytest.raises(KeyError):
-        pwd.getpwnam(name)
-
-
-def as_user(pw, fn):
-    """Run fn() in a child process with pw's uid and gids; its result: "ok:..."
-    or the name of the exception it raised."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgroups([])
-            os.setgid(pw.pw_gid)
-            os.setuid(pw.pw_uid)
-            try:
-                out = "ok:%s" % (fn(),)
-            except Exception as e:  # noqa: BLE001 - reported to the parent
-                out = type(e).__name__
-            os.write(w, out.encode()[:4000])
-        finally:
-            os._exit(0)
-    os.close(w)
-    chunks = []
-    while True:
-        b = os.read(r, 4096)
-        if not b:
-            break
-        chunks.append(b)
-    os.close(r)
-    os.waitpid(pid, 0)
-    return b"".join(chunks).decode()
 
 
 def forged_admin_request(sock_path):
