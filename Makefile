@@ -151,11 +151,13 @@ soak: ## a 10-minute mixed load on a local stack: RSS and fd growth (tests/soak)
 up: ## start the whole local stack in the background (var/)
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all
+	@scripts/tools-build.sh || echo "make up: no sandbox-tools bundle (see above); sandboxes get none" >&2
 	@scripts/stack.sh up
 
 run: ## start the whole local stack in the foreground; Ctrl-C stops it
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all
+	@scripts/tools-build.sh || echo "make run: no sandbox-tools bundle (see above); sandboxes get none" >&2
 	@scripts/stack.sh run
 
 down: ## stop what `make up` started
