@@ -441,6 +441,8 @@ void api_metrics_request(const struct api_req *r, int64_t ms);
 void api_metrics_connection(int auth_only);
 /* One finished exec job: "succeeded" or "failed", agent call time (job_run.c). */
 void api_metrics_exec(const char *status, int64_t ms);
+/* One argon2id check of a key secret (auth.c). */
+void api_metrics_key_verification(void);
 
 /* ---- misc helpers ----------------------------------------------------- */
 

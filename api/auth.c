@@ -48,11 +48,29 @@ static struct {
 	char touches[TOUCH_MAX][24];     /* api_keys.id whose last_used_at is due */
 	int ntouches;
 	sem_t verify_slots;              /* argon2 is memory-hard: bound it */
+	/* The hash an unknown key id is checked against, so that it costs
+	 * what a known id with a wrong secret does (no timing oracle). */
+	char dummy_hash[ORC_KEY_HASH_MAX];
 } C = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void api_auth_init(void)
 {
+	struct orc_key k;
+
 	sem_init(&C.verify_slots, 0, VERIFY_CONCURRENCY);
+	if (orc_key_generate(&k) == 0)
+		memcpy(C.dummy_hash, k.hash, sizeof(C.dummy_hash));
+	else
+		orc_log(ORC_LOG_WARN, "could not make the dummy key hash: unknown key ids answer "
+			"faster than known ones", NULL);
+	explicit_bzero(&k, sizeof(k));
+}
+
+/* argon2id of secret against hash; 1 when it matches. */
+static int secret_matches(const char *hash, const char *secret)
+{
+	api_metrics_key_verification();
+	return argon2id_verify(hash, secret, ORC_KEY_SECRET_LEN) == ARGON2_OK;
 }
 
 static void touch_locked(struct key_entry *e, int64_t now)
@@ -181,11 +199,15 @@ static int key_verify(struct key_entry *e, const char *key_id, const char *secre
 	if (err < 0)
 		goto done;
 	e->valid = 0;
-	if (PQntuples(res) != 1)
+	if (PQntuples(res) != 1) {
+		if (C.dummy_hash[0])
+			secret_matches(C.dummy_hash, secret);
 		goto done;
+	}
+	/* A revoked key is checked too: its answer takes as long. */
 	revoked = !strcmp(PQgetvalue(res, 0, 4), "t");
 	hash = PQgetvalue(res, 0, 3);
-	if (revoked || argon2id_verify(hash, secret, ORC_KEY_SECRET_LEN) != ARGON2_OK)
+	if (!secret_matches(hash, secret) || revoked)
 		goto done;
 	e->valid = 1;
 	snprintf(e->id, sizeof(e->id), "%s", PQgetvalue(res, 0, 0));

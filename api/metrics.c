@@ -27,7 +27,7 @@
 static struct orc_metrics reg = ORC_METRICS_INIT;
 static struct orc_metric *requests, *request_seconds, *exec_seconds;
 static struct orc_metric *pool_size, *pool_open, *pool_in_use, *pool_waits, *pool_timeouts;
-static struct orc_metric *stmt_prepares, *stmt_execs, *connections;
+static struct orc_metric *stmt_prepares, *stmt_execs, *connections, *key_verifications;
 static struct orc_metric *sandboxes, *jobs;
 /* One scrape at a time: the scrape-time gauges are cleared and refilled. */
 static pthread_mutex_t scrape_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,6 +74,10 @@ static const struct orc_metric_def families[] = {
 	  "FastCGI connections accepted, by socket (request, auth). nginx keeps the request "
 	  "socket's connections for many requests; every auth subrequest opens one.",
 	  ORC_LABELS("socket"), NULL, 0, 2 },
+	{ &key_verifications, ORC_METRIC_COUNTER, "orchard_api_key_verifications_total",
+	  "argon2id checks of API key secrets (cache misses), an unknown key id's included: "
+	  "it is checked against a dummy hash so that timing does not tell it apart.",
+	  NULL, NULL, 0, 1 },
 	{ &sandboxes, ORC_METRIC_GAUGE, "orchard_sandboxes",
 	  "Sandboxes of all tenants by state (every state but deleted), read from the database.",
 	  ORC_LABELS("state"), NULL, 0, 8 },
@@ -126,6 +130,11 @@ void api_metrics_connection(int auth_only)
 	const char *v[1] = { auth_only ? "auth" : "request" };
 
 	orc_metric_inc(connections, v);
+}
+
+void api_metrics_key_verification(void)
+{
+	orc_metric_inc(key_verifications, NULL);
 }
 
 void api_metrics_exec(const char *status, int64_t ms)

@@ -257,6 +257,7 @@ API_FAMILIES = {
     "orchard_api_db_statements_prepared_total": "counter",
     "orchard_api_db_prepared_executions_total": "counter",
     "orchard_api_connections_accepted_total": "counter",
+    "orchard_api_key_verifications_total": "counter",
     "orchard_sandboxes": "gauge",
     "orchard_jobs": "gauge",
 }
