@@ -263,7 +263,7 @@ void api_auth_flush_touches(PGconn *c);
 
 /* ---- notify.c: LISTEN/NOTIFY and bounded waits ------------------------ */
 
-enum api_channel { API_CHAN_SANDBOX, API_CHAN_JOB, API_CHAN_COUNT };
+enum api_channel { API_CHAN_SANDBOX, API_CHAN_JOB, API_CHAN_CHECKPOINT, API_CHAN_COUNT };
 
 /*
  * A waiter snapshots the generation of its (channel, id) bucket before it

@@ -185,10 +185,12 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 	params[14] = lease;
 	params[15] = claim ? "true" : "false";
 	err = orc_pg_query_bin(&res, db,
-		"WITH s AS (SELECT id, tenant_id, state, state_message, job_seq FROM sandboxes"
+		/* a paused sandbox (sandbox_pause.c) reads as state 'paused' */
+		"WITH s AS (SELECT id, tenant_id, CASE WHEN state = 'ready' AND (paused OR pause_desired)"
+		" THEN 'paused' ELSE state END AS state, state_message, job_seq FROM sandboxes"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted')),"
 		" n AS (UPDATE sandboxes SET job_seq = job_seq + 1 WHERE id = $1 AND tenant_id = $2"
-		" AND state = 'ready'"
+		" AND state = 'ready' AND NOT paused AND NOT pause_desired"
 		" RETURNING id, tenant_id, job_seq, agent_address, agent_token, env, workdir),"
 		" t AS (SELECT n.*, $16::boolean AND n.agent_address IS NOT NULL"
 		" AND n.job_seq = (SELECT s.job_seq + 1 FROM s)"
@@ -283,6 +285,9 @@ static int reply_not_ready(struct api_req *r, const char *msg)
 	const char *tab = strchr(msg, '\t');
 	size_t n = tab ? (size_t)(tab - msg) : strlen(msg);
 
+	if (n == 6 && !strncmp(msg, "paused", 6))
+		return api_reply_error(r, API_ENOTREADY, "sandbox %s is paused; resume it with "
+				       "POST /v1/sandboxes/%s/resume first", r->id, r->id);
 	if (n == 6 && !strncmp(msg, "failed", 6))
 		return api_reply_error(r, API_ENOTREADY, "sandbox %s failed%s%s; it cannot run commands",
 				       r->id, tab && tab[1] ? ": " : "", tab ? tab + 1 : "");

@@ -44,7 +44,7 @@ static struct {
 } N = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static const char *const channels[] = {
-	"orchard_sandbox", "orchard_job", "orchard_key", "orchard_lane",
+	"orchard_sandbox", "orchard_job", "orchard_key", "orchard_lane", "orchard_checkpoint",
 };
 
 static unsigned bucket_of(const char *id)
@@ -145,6 +145,8 @@ static void handle(PGnotify *n)
 		api_lanes_wake(n->extra);
 	} else if (!strcmp(n->relname, "orchard_job")) {
 		api_notify_local(API_CHAN_JOB, n->extra);
+	} else if (!strcmp(n->relname, "orchard_checkpoint")) {
+		api_notify_local(API_CHAN_CHECKPOINT, n->extra);
 	}
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "checkpoint.h"
 #include "err.h"
 #include "log.h"
 #include "strutil.h"
@@ -69,6 +70,14 @@ static const struct api_route routes[] = {
 	{ "POST",   "/sandboxes/{id}/apply_patch", api_git_apply,       0 },
 	{ "GET",    "/sandboxes/{id}/git/diff",  api_git_diff,          0 },
 	{ "POST",   "/sandboxes/{id}/git/reset", api_git_reset,         0 },
+	{ "POST",   "/sandboxes/{id}/checkpoints", api_checkpoint_create, 0 },
+	{ "GET",    "/checkpoints",              api_checkpoint_list,   0 },
+	{ "GET",    "/checkpoints/{id}",         api_checkpoint_get,    0 },
+	{ "DELETE", "/checkpoints/{id}",         api_checkpoint_delete, 0 },
+	{ "POST",   "/checkpoints/{id}/fork",    api_checkpoint_fork,   0 },
+	{ "POST",   "/sandboxes/{id}/fork",      api_sandbox_fork,      0 },
+	{ "POST",   "/sandboxes/{id}/pause",     api_sandbox_pause,     0 },
+	{ "POST",   "/sandboxes/{id}/resume",    api_sandbox_resume,    0 },
 };
 
 int api_valid_id(const char *s)
@@ -112,6 +121,8 @@ static const char *id_kind(const char *path)
 		return "tenant";
 	if (!strncmp(path, "/keys/", 6))
 		return "key";
+	if (!strncmp(path, "/checkpoints/", 13))
+		return "checkpoint";
 	return "sandbox";
 }
 

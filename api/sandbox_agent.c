@@ -33,7 +33,8 @@ int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, co
 	/* Reading files is activity too: the idle timeout must not reap a
 	 * sandbox that is only being downloaded from. */
 	err = orc_pg_query(&res, db,
-		"WITH s AS (SELECT id, state, coalesce(state_message, '') AS msg, agent_address,"
+		"WITH s AS (SELECT id, CASE WHEN state = 'ready' AND (paused OR pause_desired)"
+		" THEN 'paused' ELSE state END AS state, coalesce(state_message, '') AS msg, agent_address,"
 		" agent_token FROM sandboxes WHERE id = $1 AND tenant_id = $2::bigint"
 		" AND state NOT IN ('deleting', 'deleted')),"
 		" t AS (UPDATE sandboxes SET last_activity_at = now() WHERE id = (SELECT id FROM s"
@@ -68,6 +69,9 @@ int api_agent_get(struct api_agent *out, struct api_req *r)
 		return api_reply_error(r, err, "sandbox %s not found", r->id);
 	if (err == API_ENOTREADY) {
 		tab = strchr(msg, '\t');
+		if (tab && tab - msg == 6 && !strncmp(msg, "paused", 6))
+			return api_reply_error(r, err, "sandbox %s is paused; resume it with "
+					       "POST /v1/sandboxes/%s/resume first", r->id, r->id);
 		if (tab && tab - msg == 6 && !strncmp(msg, "failed", 6))
 			return api_reply_error(r, err, "sandbox %s failed%s%s", r->id,
 					       tab[1] ? ": " : "", tab + 1);

@@ -22,12 +22,13 @@ const char api_sandbox_cols[] =
 	"s.id, t.name, s.image, s.driver_handle, s.block_network, s.cpu, s.memory, "
 	EPOCH("s.created_at") ", s.state, s.state_message, s.timeout_seconds, s.labels, "
 	"s.env, s.workdir, s.ttl_seconds, s.idle_timeout_seconds, " ISO("s.ready_at") ", "
-	ISO("s.last_heartbeat_at") ", s.driver, " ISO("s.created_at");
+	ISO("s.last_heartbeat_at") ", s.driver, " ISO("s.created_at") ", s.forked_from, s.paused, "
+	"s.pause_desired";
 
 enum {
 	S_ID, S_NAMESPACE, S_IMAGE, S_POD, S_BLOCK_NET, S_CPU, S_MEMORY, S_CREATED, S_STATE,
 	S_MESSAGE, S_TIMEOUT, S_LABELS, S_ENV, S_WORKDIR, S_TTL, S_IDLE, S_READY_AT,
-	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO,
+	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED,
 };
 
 _Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
@@ -147,6 +148,8 @@ json_object *api_sandbox_view(PGresult *res, int row)
 	json_object_object_add(o, "ready_at", col_str(res, row, S_READY_AT));
 	json_object_object_add(o, "last_heartbeat_at", col_str(res, row, S_HEARTBEAT));
 	json_object_object_add(o, "driver", col_str(res, row, S_DRIVER));
+	json_object_object_add(o, "forked_from", col_str(res, row, S_FORKED_FROM));
+	json_object_object_add(o, "paused", col_bool(res, row, S_PAUSED));
 	return o;
 }
 

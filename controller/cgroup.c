@@ -35,10 +35,12 @@
 #define CPU_MIN_QUOTA_US 1000
 #define BASE_PREFIX "orchard-"
 
-static const char *const ctrl_names[CTL_CG_NCTRL] = { "cpu", "memory", "pids" };
+static const char *const ctrl_names[CTL_CG_NCTRL] = { "cpu", "memory", "pids", "freezer" };
 /* A file that exists in a cgroup dir when the controller is active there. */
-static const char *const probe_v1[CTL_CG_NCTRL] = { "cpu.cfs_quota_us", "memory.limit_in_bytes", "pids.max" };
-static const char *const probe_v2[CTL_CG_NCTRL] = { "cpu.max", "memory.max", "pids.max" };
+static const char *const probe_v1[CTL_CG_NCTRL] = {
+	"cpu.cfs_quota_us", "memory.limit_in_bytes", "pids.max", "freezer.state",
+};
+static const char *const probe_v2[CTL_CG_NCTRL] = { "cpu.max", "memory.max", "pids.max", "cgroup.freeze" };
 
 /* Where a hierarchy is mounted and which of its paths the mount shows. */
 struct mnt {
@@ -248,6 +250,21 @@ static int setup_v2(struct ctl_cgroups *cg, int i, const struct mnt *m, const ch
 		set_why(cg, i, xstrdup("our v2 cgroup is outside the mounted hierarchy"));
 		return ORC_ERROR;
 	}
+	if (i == CTL_CG_FREEZER) {
+		/* Not a controller on v2: every cgroup has cgroup.freeze. */
+		cg->c[i].base = xasprintf("%s/" BASE_PREFIX "%s", dir, tag);
+		if (mkdir(cg->c[i].base, 0755) < 0 && errno != EEXIST) {
+			set_why(cg, i, xasprintf("mkdir \"%s\" failed: %s", cg->c[i].base, strerror(errno)));
+			goto done;
+		}
+		if (!probe_file(cg->c[i].base, probe_v2[i])) {
+			set_why(cg, i, xasprintf("no %s in \"%s\"", probe_v2[i], cg->c[i].base));
+			goto done;
+		}
+		cg->c[i].version = 2;
+		err = 0;
+		goto done;
+	}
 	p = xasprintf("%s/cgroup.controllers", dir);
 	if (read_text(buf, sizeof(buf), p) < 0 || !has_word(buf, ctrl_names[i], ' ')) {
 		set_why(cg, i, xasprintf("not bound to a v1 hierarchy and not delegated on v2 (%s)", dir));
@@ -289,7 +306,7 @@ done:
 void ctl_cgroups_init(struct ctl_cgroups *cg, const char *tag)
 {
 	struct mnt v1[CTL_CG_NCTRL], v2 = { NULL, NULL };
-	char *own_v1[CTL_CG_NCTRL] = { NULL, NULL, NULL }, *own_v2 = NULL;
+	char *own_v1[CTL_CG_NCTRL] = { NULL, NULL, NULL, NULL }, *own_v2 = NULL;
 	struct orc_buf msg = ORC_BUF_INIT;
 	int i;
 
@@ -315,7 +332,8 @@ void ctl_cgroups_init(struct ctl_cgroups *cg, const char *tag)
 		"cpu", cg->c[CTL_CG_CPU].version ? cg->c[CTL_CG_CPU].base : cg->c[CTL_CG_CPU].why,
 		"memory", cg->c[CTL_CG_MEMORY].version ? cg->c[CTL_CG_MEMORY].base : cg->c[CTL_CG_MEMORY].why,
 		"pids", cg->c[CTL_CG_PIDS].version ? cg->c[CTL_CG_PIDS].base : cg->c[CTL_CG_PIDS].why,
-		NULL);
+		"freezer", cg->c[CTL_CG_FREEZER].version ? cg->c[CTL_CG_FREEZER].base :
+			   cg->c[CTL_CG_FREEZER].why, NULL);
 	orc_buf_release(&msg);
 	for (i = 0; i < CTL_CG_NCTRL; i++) {
 		mnt_release(&v1[i]);
@@ -343,7 +361,7 @@ static int base_make(const struct ctl_cgroups *cg, int i)
 		p = xasprintf("%s/cgroup.subtree_control", cg->c[i].base);
 		for (j = 0; j < CTL_CG_NCTRL; j++) {
 			char en[16];
-			if (cg->c[j].version != 2)
+			if (cg->c[j].version != 2 || j == CTL_CG_FREEZER)
 				continue;
 			snprintf(en, sizeof(en), "+%s", ctrl_names[j]);
 			if ((e = write_text(p, en)) < 0)
@@ -570,6 +588,90 @@ static int kill_procs(const char *dir)
 	return n;
 }
 
+static void thaw_dir(const char *dir)
+{
+	char *p = xasprintf("%s/freezer.state", dir);
+
+	write_text(p, "THAWED");
+	free(p);
+	p = xasprintf("%s/cgroup.freeze", dir);
+	write_text(p, "0");
+	free(p);
+}
+
+/* 1 when the freezer file of dir says it is frozen, 0 not yet, < 0 error. */
+static int freezer_settled(const char *dir, int version, int frozen)
+{
+	char *p = xasprintf(version == 2 ? "%s/cgroup.events" : "%s/freezer.state", dir);
+	char buf[256];
+	int n = read_text(buf, sizeof(buf), p), is_frozen;
+
+	free(p);
+	if (n < 0)
+		return n;
+	if (version == 2)
+		is_frozen = strstr(buf, "frozen 1") != NULL;
+	else
+		is_frozen = !strncmp(buf, "FROZEN", 6);
+	if (frozen)
+		return is_frozen;
+	return version == 2 ? !is_frozen : !strncmp(buf, "THAWED", 6);
+}
+
+int ctl_cgroup_freeze(const struct ctl_cgroups *cg, const char *name, int frozen, int64_t timeout_ms)
+{
+	int64_t deadline = orc_mono_ms() + timeout_ms;
+	struct timespec ts = { 0, 1000 * 1000 };
+	int version = cg->c[CTL_CG_FREEZER].version, e;
+	char *dir, *p;
+
+	if (!version)
+		return ORC_EUNAVAIL;
+	dir = xasprintf("%s/%s", cg->c[CTL_CG_FREEZER].base, name);
+	p = xasprintf(version == 2 ? "%s/cgroup.freeze" : "%s/freezer.state", dir);
+	e = write_text(p, version == 2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED"));
+	free(p);
+	if (e < 0) {
+		orc_log(ORC_LOG_WARN, "writing the freezer state failed", "path", dir,
+			"error", strerror(-e), NULL);
+		free(dir);
+		return e == -ENOENT ? ORC_EUNAVAIL : ORC_ERROR;
+	}
+	for (;;) {
+		if ((e = freezer_settled(dir, version, frozen)) != 0)
+			break;
+		if (orc_mono_ms() >= deadline) {
+			orc_log(ORC_LOG_WARN, "the freezer did not settle; thawing", "path", dir, NULL);
+			thaw_dir(dir);
+			e = ORC_ETIMEOUT;
+			break;
+		}
+		nanosleep(&ts, NULL);
+		/* v1 FREEZING may stall on a task in an uninterruptible
+		 * sleep; writing FROZEN again retries it. */
+		if (frozen && version == 1) {
+			p = xasprintf("%s/freezer.state", dir);
+			write_text(p, "FROZEN");
+			free(p);
+		}
+	}
+	free(dir);
+	return e < 0 ? (e == ORC_ETIMEOUT ? e : ORC_ERROR) : 0;
+}
+
+int ctl_cgroup_frozen(const struct ctl_cgroups *cg, const char *name)
+{
+	int version = cg->c[CTL_CG_FREEZER].version, r;
+	char *dir;
+
+	if (!version)
+		return 0;
+	dir = xasprintf("%s/%s", cg->c[CTL_CG_FREEZER].base, name);
+	r = freezer_settled(dir, version, 1);
+	free(dir);
+	return r > 0;
+}
+
 int ctl_cgroup_remove(const char *dir, const char *name, int64_t timeout_ms)
 {
 	int64_t deadline = orc_mono_ms() + timeout_ms;
@@ -584,6 +686,8 @@ int ctl_cgroup_remove(const char *dir, const char *name, int64_t timeout_ms)
 			"path", dir, NULL);
 		return ORC_EINVALID;
 	}
+	/* Frozen processes do not die of SIGKILL until thawed. */
+	thaw_dir(dir);
 	kill_file = xasprintf("%s/cgroup.kill", dir);   /* v2, Linux 5.14+ */
 	write_text(kill_file, "1");
 	free(kill_file);

@@ -15,7 +15,10 @@
  * to three directories (one per hierarchy); on v2 one.
  */
 
-enum ctl_cg_ctrl { CTL_CG_CPU, CTL_CG_MEMORY, CTL_CG_PIDS, CTL_CG_NCTRL };
+/* The freezer is no limit: it stops and restarts a sandbox's processes
+ * (checkpoints and pause/resume, docs/checkpoints.md). On v2 it is
+ * cgroup.freeze, built into every cgroup. */
+enum ctl_cg_ctrl { CTL_CG_CPU, CTL_CG_MEMORY, CTL_CG_PIDS, CTL_CG_FREEZER, CTL_CG_NCTRL };
 
 struct ctl_cgroups {
 	struct {
@@ -25,7 +28,7 @@ struct ctl_cgroups {
 	} c[CTL_CG_NCTRL];
 };
 
-#define CTL_CGROUPS_INIT { { { 0, NULL, NULL }, { 0, NULL, NULL }, { 0, NULL, NULL } } }
+#define CTL_CGROUPS_INIT { { { 0, NULL, NULL }, { 0, NULL, NULL }, { 0, NULL, NULL }, { 0, NULL, NULL } } }
 
 struct ctl_cg_limits {
 	int64_t cpu_millis;         /* cpu quota: millicores (1000 = one core) */
@@ -61,6 +64,16 @@ void ctl_cgroup_dirs(struct ctl_strv *dirs, const struct ctl_cgroups *cg, const 
  * path that is not a sandbox cgroup called name under a cgroup mount.
  */
 int ctl_cgroup_remove(const char *dir, const char *name, int64_t timeout_ms);
+
+/*
+ * Freeze (frozen 1) or thaw (0) every process of sandbox name with the
+ * freezer, waiting up to timeout_ms for the kernel to finish. ORC_EUNAVAIL
+ * when there is no freezer (or the sandbox has no freezer cgroup: launched
+ * before it was used), ORC_ETIMEOUT when it did not settle (thawed again).
+ */
+int ctl_cgroup_freeze(const struct ctl_cgroups *cg, const char *name, int frozen, int64_t timeout_ms);
+/* 1 when the sandbox's processes are frozen now, 0 when not (or no freezer). */
+int ctl_cgroup_frozen(const struct ctl_cgroups *cg, const char *name);
 
 /* Calls fn for every sandbox-named directory under the bases. */
 typedef void (*ctl_cgroup_list_fn)(const char *name, void *arg);

@@ -24,6 +24,7 @@ void ctl_sandbox_release(struct ctl_sandbox *sb)
 	free(sb->handle);
 	free(sb->address);
 	free(sb->error);
+	free(sb->restore);
 	memset(sb, 0, sizeof(*sb));
 }
 

@@ -28,9 +28,10 @@ struct ctl_sandbox {
 	char *handle;    /* sandboxes.driver_handle (may be NULL) */
 	char *address;   /* sandboxes.agent_address */
 	char *error;     /* why create() failed: becomes state_message */
+	char *restore;   /* a checkpoint id: start from its state (a fork), or NULL */
 };
 
-#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL }
+#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
 void ctl_sandbox_release(struct ctl_sandbox *sb);
 
 struct ctl_driver;
@@ -108,6 +109,23 @@ struct ctl_driver_ops {
 	/* Optional: the agent answered; lock down what the sandbox no longer
 	 * needs to change (local: its run/ dir, so agent.sock stays ours). */
 	void (*seal)(struct ctl_driver *d, const char *id);
+
+	/*
+	 * Optional: checkpoints and pause (docs/checkpoints.md); NULL when
+	 * the driver has none. checkpoint() copies the writable state of
+	 * running sandbox id into checkpoint ckpt, consistently (its
+	 * processes frozen for the copy), and sets *bytes_out; on failure
+	 * nothing of ckpt is left and *why says why. create() starts from a
+	 * checkpoint when sb->restore names one.
+	 */
+	int (*checkpoint)(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,
+			  const char *ckpt);
+	/* Remove checkpoint ckpt; 0 when nothing is left (idempotent). */
+	int (*checkpoint_remove)(struct ctl_driver *d, const char *ckpt);
+	/* Ids of every checkpoint the driver holds (ctl_ids_free()). */
+	int (*checkpoint_list)(struct ctl_driver *d, char ***out, size_t *nout);
+	/* Freeze (paused 1) or thaw (0) sandbox id's processes. */
+	int (*pause)(struct ctl_driver *d, const char *id, int paused);
 };
 
 struct ctl_driver {

@@ -476,6 +476,9 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 	if (!orc_is_dns_label(id))
 		return ORC_EINVALID;
 	local_unwatch(d, id);
+	/* A paused sandbox: frozen processes do not die of SIGKILL. */
+	if (ctl_cgroup_frozen(&L(d)->cg, id))
+		ctl_cgroup_freeze(&L(d)->cg, id, 0, KILL_TIMEOUT_MS);
 	have_row = handle && ctl_proc_id_parse(&row_p, handle) == 0;
 	have_file = read_handle_file(&file_p, L(d), id) == 0;
 	if (have_row && ctl_proc_id_kill(&row_p, KILL_TIMEOUT_MS) < 0)
@@ -633,6 +636,8 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 	}
 	dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
 	if (imported && (err = image_root(d, sb, dir, &agent_cmd)) < 0)
+		goto fail;
+	if (sb->restore && (err = local_checkpoint_restore(d, sb)) < 0)
 		goto fail;
 	if (!local_direct_fits(d, sb->id) && (err = local_make_link(L(d), sb->id)) < 0) {
 		sb->error = xstrdup("could not create the agent socket's short link on the host");
@@ -802,4 +807,8 @@ const struct ctl_driver_ops ctl_driver_local = {
 	.drain = local_drain,
 	.unwatch = local_unwatch,
 	.seal = local_seal,
+	.checkpoint = local_checkpoint,
+	.checkpoint_remove = local_checkpoint_remove,
+	.checkpoint_list = local_checkpoint_list,
+	.pause = local_pause,
 };

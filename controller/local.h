@@ -146,6 +146,19 @@ int local_events_fd(struct ctl_driver *d);
 void local_drain(struct ctl_driver *d, ctl_ready_fn fn, void *arg);
 void local_unwatch(struct ctl_driver *d, const char *id);
 
+/* ---- checkpoint_local.c ----------------------------------------------- */
+
+/* The driver's checkpoint, checkpoint_remove, checkpoint_list and pause
+ * operations (driver.h). */
+int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,
+		     const char *ckpt);
+int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt);
+int local_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout);
+int local_pause(struct ctl_driver *d, const char *id, int paused);
+/* create() of a fork: copy checkpoint sb->restore into the new sandbox's
+ * directories (before it starts); sb->error on failure. */
+int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb);
+
 /* ---- local_socket.c --------------------------------------------------- */
 
 /* Short names for agent sockets whose real path is too long for a unix

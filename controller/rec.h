@@ -44,6 +44,8 @@ struct row {
 	int timeout_s;
 	int64_t ttl_left_s;      /* seconds until the TTL (database clock) */
 	int64_t cpu_millis, memory_bytes;
+	char *forked_from;       /* the checkpoint a fork starts from, or NULL */
+	int pause_desired, paused;
 };
 
 struct rec {
@@ -57,6 +59,7 @@ struct rec {
 	int overflow;            /* too many notifications: full sweep */
 	int64_t next_sweep_ms;
 	int64_t next_prune_ms;   /* retention (lib/prune.h), leader only */
+	int ckpt_notified;       /* orchard_checkpoint came: run the checkpoint pass */
 };
 
 /* rec_db.c */
@@ -115,6 +118,11 @@ int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row)
 /* Record b's handles on their rows in one statement, add the recorded
  * sandboxes to the waiters, and empty b. */
 void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b);
+
+/* rec_checkpoint.c: checkpoints taken and removed, pause applied. */
+void rec_checkpoint_pass(struct rec *r, int full);
+/* A ready row whose pause_desired differs from paused. */
+void rec_pause_apply(struct rec *r, const struct row *row);
 
 /* rec_wait.c */
 struct waiter *rec_waiter_find(struct rec *r, const char *id);

@@ -6,6 +6,7 @@
 #include "rec.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "err.h"
 #include "log.h"
@@ -50,7 +51,8 @@ int rec_db_open(struct rec *r)
 
 	if ((err = orc_pg_connect(&r->db, r->cfg->database_url)) < 0)
 		return err;
-	if ((err = orc_pg_query(NULL, r->db, "LISTEN orchard_sandbox", 0, NULL)) < 0) {
+	if ((err = orc_pg_query(NULL, r->db, "LISTEN orchard_sandbox", 0, NULL)) < 0 ||
+	    (err = orc_pg_query(NULL, r->db, "LISTEN orchard_checkpoint", 0, NULL)) < 0) {
 		rec_db_drop(r);
 		return err;
 	}
@@ -140,7 +142,9 @@ void rec_collect_notifies(struct rec *r)
 		return;
 	}
 	while ((n = PQnotifies(r->db)) != NULL) {
-		if (r->notified.n >= MAX_NOTIFIED)
+		if (!strcmp(n->relname, "orchard_checkpoint"))
+			r->ckpt_notified = 1;
+		else if (r->notified.n >= MAX_NOTIFIED)
 			r->overflow = 1;
 		else if (n->extra && orc_is_dns_label(n->extra))
 			ctl_strv_push(&r->notified, n->extra);

@@ -60,7 +60,7 @@ static const char select_rows[] =
 	"  WHEN state = 'ready' AND last_heartbeat_at IS NOT NULL AND now() >="
 	"   GREATEST(last_heartbeat_at, last_activity_at) + make_interval(secs => $3::int)"
 	"   THEN 'no heartbeat for ' || $3::int || 's'"
-	" END"
+	" END, forked_from, pause_desired, paused"
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
@@ -163,6 +163,7 @@ static void rows_free(struct row *rows, size_t n)
 		free(rows[i].token);
 		free(rows[i].handle);
 		free(rows[i].expired);
+		free(rows[i].forked_from);
 	}
 	free(rows);
 }
@@ -215,6 +216,9 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 		rows[i].memory_bytes = orc_parse_i64(&v, PQgetvalue(res, (int)i, 9), 0, INT64_MAX) == 0 ? v : 0;
 		rows[i].ttl_left_s = orc_parse_i64(&v, PQgetvalue(res, (int)i, 10), INT32_MIN, INT32_MAX) == 0 ? v : 0;
 		rows[i].expired = dup_or_null(res, (int)i, 11);
+		rows[i].forked_from = dup_or_null(res, (int)i, 12);
+		rows[i].pause_desired = !strcmp(PQgetvalue(res, (int)i, 13), "t");
+		rows[i].paused = !strcmp(PQgetvalue(res, (int)i, 14), "t");
 	}
 	*out = rows;
 	*nout = n;
@@ -261,6 +265,9 @@ static void pass(struct rec *r, int full)
 	for (i = 0; i < n; i++)
 		if (!strcmp(rows[i].state, "ready"))
 			check_ready(r, &rows[i]);
+	for (i = 0; i < n; i++)
+		if (!strcmp(rows[i].state, "ready") && rows[i].pause_desired != rows[i].paused)
+			rec_pause_apply(r, &rows[i]);
 	if (full)
 		remove_orphans(r, rows, n);
 	for (i = 0; full && i < n; i++)
@@ -333,6 +340,8 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 				break;
 			r.next_sweep_ms = now + cfg->sweep_interval_ms;
 			pass(&r, 1);
+			if (r.db)
+				rec_checkpoint_pass(&r, 1);
 			if (now >= r.next_prune_ms)
 				prune_tick(&r, now);
 		} else if (r.db && r.overflow) {
@@ -341,6 +350,8 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		} else if (r.db && r.notified.n) {
 			pass(&r, 0);
 		}
+		if (r.db && r.ckpt_notified)
+			rec_checkpoint_pass(&r, 0);
 		if (driver->ops->drain)
 			driver->ops->drain(driver, rec_poke, &r);
 		if (r.db)

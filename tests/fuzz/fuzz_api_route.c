@@ -37,7 +37,10 @@ static int called_auth;
 	X(api_tenant_patch) X(api_key_list) X(api_key_create) X(api_key_revoke) X(api_files_upload) \
 	X(api_files_download) X(api_files_delete) X(api_files_list) X(api_files_stat) \
 	X(api_files_mkdir) X(api_files_raw_put) X(api_files_raw_get) X(api_archive_put) \
-	X(api_archive_get) X(api_git_apply) X(api_git_diff) X(api_git_reset)
+	X(api_archive_get) X(api_git_apply) X(api_git_diff) X(api_git_reset) \
+	X(api_checkpoint_create) X(api_checkpoint_list) X(api_checkpoint_get) \
+	X(api_checkpoint_delete) X(api_checkpoint_fork) X(api_sandbox_fork) X(api_sandbox_pause) \
+	X(api_sandbox_resume)
 
 #define STUB(name) \
 	int name(struct api_req *r) \

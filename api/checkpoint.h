@@ -1,0 +1,48 @@
+#ifndef API_CHECKPOINT_H
+#define API_CHECKPOINT_H
+#include <stdint.h>
+#include <stddef.h>
+#include <json-c/json.h>
+#include <libpq-fe.h>
+
+#include "api.h"
+/*
+ * Checkpoints, forks and pause/resume (docs/checkpoints.md), shared by
+ * checkpoints.c, checkpoint_fork.c and sandbox_pause.c.
+ */
+
+/* SELECT list of api_checkpoint_view(); queries alias checkpoints as c. */
+extern const char api_checkpoint_cols[];
+json_object *api_checkpoint_view(PGresult *res, int row);
+
+/* 0 when the driver has checkpoints; else the 422 is replied. */
+int api_checkpoint_supported(struct api_req *r);
+/* The tenant's live checkpoint id (api_checkpoint_cols); ORC_ENOTFOUND. */
+int api_checkpoint_fetch(PGresult **out, int64_t tenant_id, const char *id);
+/* Inside a transaction: lock the tenant, check max_checkpoints and
+ * max_checkpoint_bytes; ORC_EQUOTA with msg naming the quota. */
+int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen);
+/*
+ * Write a pending checkpoint of the caller's ready sandbox (and its
+ * event) with the quota check, in one transaction. *out: the row.
+ * API_ENOTREADY when no ready sandbox of that id is the caller's.
+ */
+int api_checkpoint_begin(PGresult **out, struct api_req *r, const char *sandbox_id, const char *name,
+			 json_object *labels, int64_t ttl, const char *kind, char *msg, size_t msglen);
+/* The error reply for api_checkpoint_begin's err. */
+int api_checkpoint_reply_begin_error(struct api_req *r, int err, const char *sandbox_id,
+				     const char *msg);
+/* Re-read checkpoint id until it leaves 'pending' or deadline_ms passes. */
+int api_checkpoint_wait(PGresult **out, int64_t tenant_id, const char *id, int64_t deadline_ms);
+/* Answer with a checkpoint that api_checkpoint_wait returned. */
+int api_checkpoint_reply_done(struct api_req *r, PGresult *res);
+
+int api_checkpoint_create(struct api_req *r);   /* checkpoints.c */
+int api_checkpoint_list(struct api_req *r);
+int api_checkpoint_get(struct api_req *r);
+int api_checkpoint_delete(struct api_req *r);
+int api_checkpoint_fork(struct api_req *r);     /* checkpoint_fork.c */
+int api_sandbox_fork(struct api_req *r);
+int api_sandbox_pause(struct api_req *r);       /* sandbox_pause.c */
+int api_sandbox_resume(struct api_req *r);
+#endif

@@ -1,0 +1,316 @@
+/*
+ * Checkpoints, forks and pause/resume under the local driver
+ * (docs/checkpoints.md).
+ *
+ * A checkpoint is a copy of a sandbox's writable state in
+ * $STATE/.checkpoints/<ckpt>/ (".checkpoints" is not a DNS label, so it is
+ * never taken for a sandbox):
+ *
+ *   workspace/, tmp/   the sandbox's /workspace and /tmp
+ *   upper/             an imported image's private overlay layer, or
+ *   root/              an imported image's copied root (no overlayfs)
+ *
+ * It is written to <ckpt>.partial and renamed into place when complete,
+ * so a crash mid-copy leaves only a .partial, which the next attempt or
+ * the sweep removes. The copy is `cp -a --reflink=auto` (hard links,
+ * symlinks, modes, owners, times and empty dirs kept; blocks shared where
+ * the filesystem can), taken while the sandbox's processes are frozen
+ * with the cgroup freezer, so no write of theirs is half done in it.
+ * A fork copies the checkpoint back into the new sandbox's directories
+ * before its first process starts.
+ */
+#include "local.h"
+#include "local_driver.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "rmtree.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define CKPT_DIR ".checkpoints"
+#define PARTIAL ".partial"
+#define FREEZE_TIMEOUT_MS 10000
+#define CP_BIN "/bin/cp"
+
+extern char **environ;
+
+/* The parts of a sandbox dir that are its writable state. "root" only
+ * counts when there is no "upper" (then it is a copy, not a mount). */
+static const char *const parts[] = { "workspace", "tmp", "upper", "root" };
+
+static int ckpt_dir_fd(struct local *l)
+{
+	int fd;
+
+	if (mkdirat(l->state_fd, CKPT_DIR, 0700) < 0 && errno != EEXIST)
+		return -1;
+	fd = openat(l->state_fd, CKPT_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd;
+}
+
+/* Run cp -a --reflink=auto src dst; 0 when it exited 0. */
+static int run_cp(char **why, const char *src, const char *dst)
+{
+	static const char *const args[] = { "cp", "-a", "--reflink=auto", "--" };
+	struct ctl_strv argv = CTL_STRV_INIT;
+	pid_t pid;
+	int rc, status;
+	size_t i;
+
+	for (i = 0; i < sizeof(args) / sizeof(*args); i++)
+		ctl_strv_push(&argv, args[i]);
+	ctl_strv_push(&argv, src);
+	ctl_strv_push(&argv, dst);
+	rc = posix_spawn(&pid, CP_BIN, NULL, NULL, argv.v, environ);
+	ctl_strv_release(&argv);
+	if (rc != 0) {
+		*why = xasprintf("starting %s failed: %s", CP_BIN, strerror(rc));
+		return ORC_ERROR;
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			*why = xasprintf("waiting for %s failed: %s", CP_BIN, strerror(errno));
+			return ORC_ERROR;
+		}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		*why = xasprintf("copying \"%s\" failed (cp exit status %d; see the controller's log)",
+				 src, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		return ORC_ERROR;
+	}
+	return 0;
+}
+
+static int64_t tree_bytes;
+
+static int add_bytes(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)path;
+	(void)ftw;
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		tree_bytes += st->st_size;
+	return 0;
+}
+
+/* Apparent size of the regular files under path (the controller is one
+ * thread, so a static accumulator is safe). */
+static int64_t bytes_of(const char *path)
+{
+	tree_bytes = 0;
+	nftw(path, add_bytes, 32, FTW_PHYS);
+	return tree_bytes;
+}
+
+static int exists_at(int dfd, const char *name)
+{
+	return faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Copy the parts of sandbox dir sbdir into the new directory dst. */
+static int copy_parts(char **why, struct local *l, const char *id, const char *sbdir, const char *dst)
+{
+	int sfd, err = 0;
+	size_t i;
+
+	if ((sfd = openat(l->state_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		*why = xasprintf("the sandbox's directory is gone: %s", strerror(errno));
+		return ORC_ERROR;
+	}
+	for (i = 0; i < sizeof(parts) / sizeof(*parts) && !err; i++) {
+		char *src, *to;
+		if (!exists_at(sfd, parts[i]))
+			continue;
+		if (!strcmp(parts[i], "root") && exists_at(sfd, "upper"))
+			continue;
+		src = xasprintf("%s/%s", sbdir, parts[i]);
+		to = xasprintf("%s/%s", dst, parts[i]);
+		err = run_cp(why, src, to);
+		free(src);
+		free(to);
+	}
+	close(sfd);
+	return err;
+}
+
+int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,
+			    const char *ckpt)
+{
+	struct local *l = L(d);
+	char *sbdir = NULL, *partial = NULL, *final = NULL, *pname = NULL;
+	int cfd = -1, err, frozen_before, froze = 0;
+
+	if (!orc_is_dns_label(id) || !orc_is_dns_label(ckpt)) {
+		*why = xstrdup("invalid sandbox or checkpoint id");
+		return ORC_EINVALID;
+	}
+	if ((cfd = ckpt_dir_fd(l)) < 0) {
+		*why = xasprintf("cannot create the checkpoint store: %s", strerror(errno));
+		return ORC_ERROR;
+	}
+	pname = xasprintf("%s" PARTIAL, ckpt);
+	/* Leftovers of an attempt that crashed. */
+	if (orc_tree_remove_at(cfd, pname) < 0 || orc_tree_remove_at(cfd, ckpt) < 0) {
+		*why = xstrdup("cannot remove an earlier attempt's partial copy");
+		err = ORC_ERROR;
+		goto done;
+	}
+	if (mkdirat(cfd, pname, 0700) < 0) {
+		*why = xasprintf("cannot create the checkpoint's directory: %s", strerror(errno));
+		err = ORC_ERROR;
+		goto done;
+	}
+	sbdir = xasprintf("%s/%s", d->cfg->state_dir, id);
+	partial = xasprintf("%s/" CKPT_DIR "/%s", d->cfg->state_dir, pname);
+	final = xasprintf("%s/" CKPT_DIR "/%s", d->cfg->state_dir, ckpt);
+	/* A paused sandbox is frozen already and stays so. */
+	frozen_before = ctl_cgroup_frozen(&l->cg, id);
+	if (!frozen_before) {
+		err = ctl_cgroup_freeze(&l->cg, id, 1, FREEZE_TIMEOUT_MS);
+		if (err == 0)
+			froze = 1;
+		else if (err != ORC_EUNAVAIL) {
+			*why = xstrdup("the sandbox's processes could not be frozen for the copy");
+			goto fail;
+		} else {
+			orc_log(ORC_LOG_WARN, "no cgroup freezer for this sandbox: checkpoint taken "
+				"without freezing it", "sandbox_id", id, NULL);
+		}
+	}
+	err = copy_parts(why, l, id, sbdir, partial);
+	if (froze && ctl_cgroup_freeze(&l->cg, id, 0, FREEZE_TIMEOUT_MS) < 0)
+		orc_log(ORC_LOG_ERROR, "thawing the sandbox after its checkpoint failed",
+			"sandbox_id", id, NULL);
+	if (err < 0)
+		goto fail;
+	if (renameat(cfd, pname, cfd, ckpt) < 0) {
+		*why = xasprintf("cannot move the checkpoint into place: %s", strerror(errno));
+		err = ORC_ERROR;
+		goto fail;
+	}
+	*bytes_out = bytes_of(final);
+	err = 0;
+	goto done;
+fail:
+	orc_tree_remove_at(cfd, pname);
+done:
+	if (cfd >= 0)
+		close(cfd);
+	free(sbdir);
+	free(partial);
+	free(final);
+	free(pname);
+	return err;
+}
+
+int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt)
+{
+	char *pname;
+	int cfd, err = 0;
+
+	if (!orc_is_dns_label(ckpt))
+		return ORC_EINVALID;
+	if ((cfd = ckpt_dir_fd(L(d))) < 0)
+		return ORC_ERROR;
+	pname = xasprintf("%s" PARTIAL, ckpt);
+	if (orc_tree_remove_at(cfd, ckpt) < 0 || orc_tree_remove_at(cfd, pname) < 0)
+		err = ORC_ERROR;
+	free(pname);
+	close(cfd);
+	return err;
+}
+
+int local_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout)
+{
+	char **v = NULL, *name;
+	size_t n = 0, alloc = 0, len;
+	struct dirent *de;
+	DIR *dir;
+	int cfd;
+
+	if ((cfd = ckpt_dir_fd(L(d))) < 0 || !(dir = fdopendir(cfd))) {
+		if (cfd >= 0)
+			close(cfd);
+		return ORC_ERROR;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		name = xstrdup(de->d_name);
+		len = strlen(name);
+		if (len > strlen(PARTIAL) && !strcmp(name + len - strlen(PARTIAL), PARTIAL))
+			name[len - strlen(PARTIAL)] = '\0';
+		if (!orc_is_dns_label(name)) {
+			free(name);
+			continue;
+		}
+		if (n == alloc) {
+			alloc = alloc ? orc_mul_size(alloc, 2) : 16;
+			v = xrealloc(v, orc_mul_size(alloc, sizeof(*v)));
+		}
+		v[n++] = name;
+	}
+	closedir(dir);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+int local_pause(struct ctl_driver *d, const char *id, int paused)
+{
+	if (!orc_is_dns_label(id))
+		return ORC_EINVALID;
+	return ctl_cgroup_freeze(&L(d)->cg, id, paused, FREEZE_TIMEOUT_MS);
+}
+
+int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb)
+{
+	struct local *l = L(d);
+	char *src = NULL, *dst = NULL;
+	int cfd, kfd = -1, err = 0;
+	size_t i;
+
+	if (!orc_is_dns_label(sb->restore)) {
+		sb->error = xstrdup("invalid checkpoint id");
+		return ORC_EINVALID;
+	}
+	if ((cfd = ckpt_dir_fd(l)) < 0 ||
+	    (kfd = openat(cfd, sb->restore, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		sb->error = xasprintf("checkpoint %s is not available on this host", sb->restore);
+		err = ORC_EINVALID;
+		goto done;
+	}
+	for (i = 0; i < sizeof(parts) / sizeof(*parts) && !err; i++) {
+		if (!exists_at(kfd, parts[i]))
+			continue;
+		free(src);
+		free(dst);
+		/* "dir/." copies the contents (and the dir's own mode, owner
+		 * and times) into the directory create() made. */
+		src = xasprintf("%s/" CKPT_DIR "/%s/%s/.", d->cfg->state_dir, sb->restore, parts[i]);
+		dst = xasprintf("%s/%s/%s", d->cfg->state_dir, sb->id, parts[i]);
+		if (mkdir(dst, 0755) < 0 && errno != EEXIST) {
+			sb->error = xasprintf("cannot create \"%s\": %s", parts[i], strerror(errno));
+			err = ORC_ERROR;
+			break;
+		}
+		err = run_cp(&sb->error, src, dst);
+	}
+done:
+	if (kfd >= 0)
+		close(kfd);
+	if (cfd >= 0)
+		close(cfd);
+	free(src);
+	free(dst);
+	return err;
+}

@@ -1,0 +1,176 @@
+/*
+ * The reconcile loop's checkpoint side (docs/checkpoints.md): pending
+ * checkpoints are taken through the driver, deleted and expired ones
+ * removed, and (on full sweeps) copies without a live row removed; and a
+ * ready sandbox whose pause_desired differs from paused is frozen or
+ * thawed.
+ *
+ * Crash safety: a checkpoint row is 'ready' only after the driver's copy
+ * is complete; a controller killed mid-copy leaves the row 'pending' and a
+ * partial copy, which the next pass (of the next leader) takes again from
+ * scratch or fails when its sandbox is gone. A fork is a set of pending
+ * sandbox rows, launched like any other; a checkpoint being deleted waits
+ * until no fork of it is still pending.
+ */
+#include "rec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+#include "pgarray.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define CKPT_BATCH 64
+
+static const char select_ckpts[] =
+	"SELECT c.id, c.state, c.sandbox_id, COALESCE(s.state, 'deleted'),"
+	" c.expires_at IS NOT NULL AND c.expires_at <= now(),"
+	" EXISTS (SELECT 1 FROM sandboxes f WHERE f.forked_from = c.id AND f.state = 'pending')"
+	" FROM checkpoints c LEFT JOIN sandboxes s ON s.id = c.sandbox_id"
+	" WHERE c.driver = $1 AND (c.state IN ('pending', 'deleting')"
+	"  OR (c.state = 'ready' AND c.expires_at <= now()))"
+	" ORDER BY c.created_at, c.id LIMIT 64";
+
+enum { K_ID, K_STATE, K_SANDBOX, K_SB_STATE, K_EXPIRED, K_FORKS_PENDING };
+
+/* Move checkpoint id from `from` to `to` (with message); 1 when it moved. */
+static int ckpt_set(struct rec *r, const char *id, const char *from, const char *to,
+		    const char *message, const char *bytes)
+{
+	const char *p[5] = { id, from, to, message, bytes };
+
+	return rec_db_exec(r,
+		"UPDATE checkpoints SET state = $3, state_message = COALESCE($4, state_message),"
+		" bytes = COALESCE($5::bigint, bytes),"
+		" ready_at = CASE WHEN $3 = 'ready' THEN now() ELSE ready_at END,"
+		" deleted_at = CASE WHEN $3 IN ('deleting', 'deleted') THEN COALESCE(deleted_at, now())"
+		"  ELSE deleted_at END"
+		" WHERE id = $1 AND state = $2", 5, p);
+}
+
+static void take(struct rec *r, const char *id, const char *sandbox, const char *sb_state)
+{
+	char *why = NULL, bytes[24], *msg;
+	int64_t n = 0;
+	int err;
+
+	if (strcmp(sb_state, "ready")) {
+		msg = xasprintf("sandbox %s is %s: only a running sandbox can be checkpointed", sandbox,
+				sb_state);
+		ckpt_set(r, id, "pending", "failed", msg, NULL);
+		free(msg);
+		return;
+	}
+	if (!r->drv->ops->checkpoint) {
+		ckpt_set(r, id, "pending", "failed", "checkpoints are not supported by this driver", NULL);
+		return;
+	}
+	err = r->drv->ops->checkpoint(r->drv, &n, &why, sandbox, id);
+	if (err < 0) {
+		orc_log(ORC_LOG_WARN, "checkpoint failed", "checkpoint_id", id, "sandbox_id", sandbox,
+			"error", why ? why : "", NULL);
+		ckpt_set(r, id, "pending", "failed", why ? why : "the copy failed", NULL);
+		free(why);
+		return;
+	}
+	snprintf(bytes, sizeof(bytes), "%lld", (long long)n);
+	/* Deleted meanwhile: the 'deleting' pass removes the copy. */
+	if (ckpt_set(r, id, "pending", "ready", NULL, bytes) == 1)
+		orc_log(ORC_LOG_INFO, "checkpoint taken", "checkpoint_id", id, "sandbox_id", sandbox,
+			"bytes", bytes, NULL);
+	else
+		r->ckpt_notified = 1;
+}
+
+static void drop(struct rec *r, const char *id)
+{
+	if (r->drv->ops->checkpoint_remove && r->drv->ops->checkpoint_remove(r->drv, id) < 0) {
+		orc_log(ORC_LOG_WARN, "removing a checkpoint failed; retrying on the next sweep",
+			"checkpoint_id", id, NULL);
+		return;
+	}
+	ckpt_set(r, id, "deleting", "deleted", NULL, NULL);
+}
+
+/* Copies the driver holds without a pending, ready or deleting row. */
+static void remove_orphans(struct rec *r)
+{
+	struct orc_pg_array ids = ORC_PG_ARRAY_INIT;
+	char **v = NULL;
+	size_t n = 0, i;
+	PGresult *res = NULL;
+	const char *p[1];
+
+	if (!r->drv->ops->checkpoint_list || r->drv->ops->checkpoint_list(r->drv, &v, &n) < 0 || !n)
+		goto done;
+	for (i = 0; i < n; i++)
+		orc_pg_array_add(&ids, v[i]);
+	p[0] = orc_pg_array_cstr(&ids);
+	if (rec_db_query(r, &res, "SELECT id FROM checkpoints WHERE id = ANY($1::text[])"
+			 " AND state IN ('pending', 'ready', 'deleting')", 1, p) < 0)
+		goto done;
+	for (i = 0; i < n; i++) {
+		int live = 0;
+		for (int j = 0; j < PQntuples(res) && !live; j++)
+			live = !strcmp(PQgetvalue(res, j, 0), v[i]);
+		if (live)
+			continue;
+		orc_log(ORC_LOG_INFO, "removing an orphan checkpoint copy", "checkpoint_id", v[i], NULL);
+		r->drv->ops->checkpoint_remove(r->drv, v[i]);
+	}
+done:
+	PQclear(res);
+	orc_pg_array_release(&ids);
+	ctl_ids_free(v, n);
+}
+
+void rec_checkpoint_pass(struct rec *r, int full)
+{
+	const char *p[1] = { r->cfg->driver };
+	PGresult *res = NULL;
+	int i, n;
+
+	r->ckpt_notified = 0;
+	if (rec_db_query(r, &res, select_ckpts, 1, p) < 0)
+		return;
+	n = PQntuples(res);
+	for (i = 0; i < n; i++) {
+		const char *id = PQgetvalue(res, i, K_ID), *state = PQgetvalue(res, i, K_STATE);
+		if (!strcmp(state, "ready")) {
+			/* expired */
+			if (ckpt_set(r, id, "ready", "deleting", "expired", NULL) != 1)
+				continue;
+			state = "deleting";
+		}
+		if (!strcmp(state, "pending"))
+			take(r, id, PQgetvalue(res, i, K_SANDBOX), PQgetvalue(res, i, K_SB_STATE));
+		else if (!strcmp(PQgetvalue(res, i, K_FORKS_PENDING), "f"))
+			drop(r, id);
+	}
+	if (n == CKPT_BATCH)
+		r->ckpt_notified = 1;
+	PQclear(res);
+	if (full && r->db)
+		remove_orphans(r);
+}
+
+void rec_pause_apply(struct rec *r, const struct row *row)
+{
+	const char *p[2] = { row->id, row->pause_desired ? "true" : "false" };
+	int err = r->drv->ops->pause ? r->drv->ops->pause(r->drv, row->id, row->pause_desired) :
+		ORC_EUNAVAIL;
+
+	if (err < 0) {
+		orc_log(ORC_LOG_WARN, row->pause_desired ? "pausing a sandbox failed" :
+			"resuming a sandbox failed", "sandbox_id", row->id, NULL);
+		/* Put the wish back, so the api's waiter answers at once. */
+		rec_db_exec(r, "UPDATE sandboxes SET pause_desired = paused WHERE id = $1"
+			    " AND pause_desired = $2::boolean", 2, p);
+		return;
+	}
+	rec_db_exec(r, "UPDATE sandboxes SET paused = $2::boolean WHERE id = $1", 2, p);
+}

@@ -1,0 +1,242 @@
+"""Checkpoints, forks and pause/resume of sandboxes (issue 20,
+docs/checkpoints.md), on the local driver through the real stack.
+
+State after a fork equals the state at the checkpoint (bytes, modes,
+symlinks, hard links, empty dirs); forks are isolated from each other and
+from the parent; a checkpoint outlives its sandbox; another tenant's
+checkpoint is 404; bad input creates nothing; the quota is a 429 naming
+it; pause stops CPU use and exec on a paused sandbox is 409.
+"""
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+RUN = uuid.uuid4().hex[:8]
+
+# A listing of everything in /workspace and /tmp/ck that a fork must keep.
+LISTING = ("cd /workspace && find . -printf '%p %y %m %s %l %n\\n' | sort;"
+           " find . -type f -exec sha256sum {} + | sort; cat /tmp/ck/t")
+
+SETUP = ("set -e; cd /workspace; printf 'hello\\0bytes' > data.bin; mkdir -p deep/empty sub;"
+         " echo x > sub/mode; chmod 750 sub/mode; ln -s sub/mode link; ln data.bin hard;"
+         " mkdir -p /tmp/ck; echo tmpstate > /tmp/ck/t")
+
+
+def create(stack, s, **spec):
+    body = {"image": "host", "labels": {"ck-run": RUN}}
+    body.update(spec)
+    r = s.post(stack.url + "/v1/sandboxes", json=body)
+    assert r.status_code == 200, r.text
+    sid = r.json()["sandbox_id"]
+    assert stack.wait_ready(s, sid)["status"] == "ready"
+    return sid
+
+
+def sh(stack, s, sid, command):
+    r = s.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
+               json={"command": command, "wait": True, "timeout": 120})
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert j["exit_code"] == 0, j
+    return j["stdout"]
+
+
+def checkpoint(stack, s, sid, **body):
+    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "ready", r.json()
+    return r.json()
+
+
+def fork(stack, s, ckpt, count, headers=None):
+    r = s.post("%s/v1/checkpoints/%s/fork" % (stack.url, ckpt), json={"count": count},
+               headers=headers or {})
+    assert r.status_code == 200, r.text
+    ids = r.json()["sandbox_ids"]
+    assert len(ids) == count
+    for sid in ids:
+        assert stack.wait_ready(s, sid)["status"] == "ready"
+    return ids
+
+
+def test_fork_restores_the_checkpointed_state_and_forks_are_isolated(stack, admin):
+    parent = create(stack, admin)
+    sh(stack, admin, parent, SETUP)
+    before = sh(stack, admin, parent, LISTING)
+    ck = checkpoint(stack, admin, parent, name="turn-1", labels={"ck-run": RUN})
+    assert ck["sandbox_id"] == parent and ck["bytes"] > 0 and ck["name"] == "turn-1"
+    # Written after the checkpoint: no fork may see it.
+    sh(stack, admin, parent, "echo later > /workspace/later")
+    a, b = fork(stack, admin, ck["id"], 2)
+    for sid in (a, b):
+        assert sh(stack, admin, sid, LISTING) == before
+        info = admin.get("%s/v1/sandboxes/%s" % (stack.url, sid)).json()
+        assert info["forked_from"] == ck["id"]
+    sh(stack, admin, a, "echo only-a > /workspace/a-only")
+    assert sh(stack, admin, b, "ls /workspace") == sh(stack, admin, parent, "ls /workspace").replace("later\n", "")
+    assert "a-only" not in sh(stack, admin, parent, "ls /workspace")
+    got = admin.get("%s/v1/checkpoints/%s" % (stack.url, ck["id"])).json()
+    assert got["forks"] == 2
+    listed = admin.get(stack.url + "/v1/checkpoints", params={"sandbox_id": parent}).json()
+    assert [c["id"] for c in listed["checkpoints"]] == [ck["id"]]
+    for sid in (parent, a, b):
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
+def test_a_checkpoint_outlives_its_sandbox_and_delete_removes_it(stack, admin):
+    parent = create(stack, admin)
+    sh(stack, admin, parent, "echo kept > /workspace/f")
+    ck = checkpoint(stack, admin, parent)
+    assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, parent)).status_code == 200
+    stack.wait_for(lambda: stack.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % parent)
+                   == "deleted", timeout=60, what="the parent deleted")
+    (child,) = fork(stack, admin, ck["id"], 1)
+    assert sh(stack, admin, child, "cat /workspace/f") == "kept\n"
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, child))
+    r = admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck["id"]))
+    assert r.status_code == 200, r.text
+    assert admin.get("%s/v1/checkpoints/%s" % (stack.url, ck["id"])).status_code == 404
+    stack.wait_for(lambda: stack.scalar("SELECT state FROM checkpoints WHERE id = '%s'" % ck["id"])
+                   == "deleted", timeout=60, what="the copy removed")
+    state_dir = os.path.join(stack.var, "sandboxes", ".checkpoints", ck["id"])
+    assert not os.path.exists(state_dir)
+
+
+def test_fork_now_with_one_idempotency_key_for_the_batch(stack, admin):
+    parent = create(stack, admin)
+    sh(stack, admin, parent, "echo now > /workspace/n")
+    key = "fork-" + uuid.uuid4().hex
+    url = "%s/v1/sandboxes/%s/fork" % (stack.url, parent)
+    r1 = admin.post(url, json={"count": 2}, headers={"Idempotency-Key": key})
+    assert r1.status_code == 200, r1.text
+    r2 = admin.post(url, json={"count": 2}, headers={"Idempotency-Key": key})
+    assert r2.status_code == 200, r2.text
+    assert sorted(r1.json()["sandbox_ids"]) == sorted(r2.json()["sandbox_ids"])
+    assert stack.scalar("SELECT count(*) FROM sandboxes WHERE forked_from = '%s'"
+                        % r1.json()["checkpoint_id"]) == "2"
+    for sid in r1.json()["sandbox_ids"]:
+        stack.wait_ready(admin, sid)
+        assert sh(stack, admin, sid, "cat /workspace/n") == "now\n"
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, parent))
+
+
+def test_bad_input_and_other_tenants_get_clear_errors_and_create_nothing(stack, admin, other):
+    parent = create(stack, admin)
+    ck = checkpoint(stack, admin, parent)
+    before = stack.counts()["sandboxes"]
+    for count in (0, 10000, "2"):
+        r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, ck["id"]), json={"count": count})
+        assert r.status_code == 422, r.text
+        assert "count" in r.json()["detail"]
+    r = admin.post(stack.url + "/v1/checkpoints/ck000000000000/fork", json={"count": 1})
+    assert r.status_code == 404, r.text
+    r = admin.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, parent), json={"ttl_seconds": -1})
+    assert r.status_code == 422, r.text
+    # Another tenant: 404 on every route.
+    for method, path in (("GET", "/v1/checkpoints/%s" % ck["id"]),
+                         ("DELETE", "/v1/checkpoints/%s" % ck["id"]),
+                         ("POST", "/v1/checkpoints/%s/fork" % ck["id"]),
+                         ("POST", "/v1/sandboxes/%s/checkpoints" % parent),
+                         ("POST", "/v1/sandboxes/%s/fork" % parent),
+                         ("POST", "/v1/sandboxes/%s/pause" % parent)):
+        r = other.request(method, stack.url + path, json={})
+        assert r.status_code == 404, (method, path, r.text)
+    assert other.get(stack.url + "/v1/checkpoints").json()["checkpoints"] == []
+    assert stack.counts()["sandboxes"] == before
+    assert admin.get("%s/v1/checkpoints/%s" % (stack.url, ck["id"])).json()["state"] == "ready"
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, parent))
+
+
+def test_checkpoint_quota_is_a_429_naming_it(stack):
+    tenant = "ckq-" + RUN
+    s = stack.session(key=stack.new_tenant_key(tenant))
+    stack.psql("UPDATE tenants SET max_checkpoints = 1 WHERE name = '%s'" % tenant)
+    sid = create(stack, s)
+    checkpoint(stack, s, sid)
+    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json={})
+    assert r.status_code == 429, r.text
+    assert "max_checkpoints" in r.json()["detail"]
+    assert stack.scalar("SELECT count(*) FROM checkpoints c JOIN tenants t ON t.id = c.tenant_id"
+                        " WHERE t.name = '%s'" % tenant) == "1"
+    s.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
+def cpu_ticks(marker):
+    """utime + stime of the host process whose command line holds marker."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if marker.encode() not in f.read():
+                    continue
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    return None
+
+
+def freezer_available():
+    return os.path.exists("/sys/fs/cgroup/freezer/freezer.state") or \
+        os.path.exists("/sys/fs/cgroup/cgroup.freeze") or os.path.isdir("/sys/fs/cgroup/freezer")
+
+
+@pytest.mark.skipif(not freezer_available(), reason="no cgroup freezer on this host")
+def test_pause_stops_cpu_use_and_exec_is_409_until_resume(stack, admin):
+    sid = create(stack, admin)
+    marker = "busy-" + uuid.uuid4().hex[:10]
+    r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
+                   json={"command": "while :; do :; done; echo %s" % marker, "wait": False,
+                         "timeout": 600})
+    assert r.status_code == 200, r.text
+    job = r.json()["job_id"]
+    stack.wait_for(lambda: (cpu_ticks(marker) or 0) > 0, timeout=60, what="the busy loop")
+    r = admin.post("%s/v1/sandboxes/%s/pause" % (stack.url, sid), json={})
+    assert r.status_code == 200, r.text
+    assert r.json()["paused"] is True
+    t0 = cpu_ticks(marker)
+    time.sleep(1.5)   # a span of time with no CPU use is what is measured
+    assert cpu_ticks(marker) == t0
+    r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), json={"command": "true"})
+    assert r.status_code == 409, r.text
+    assert "paused" in r.json()["detail"]
+    # A checkpoint of a paused sandbox works and leaves it paused.
+    checkpoint(stack, admin, sid)
+    assert admin.get("%s/v1/sandboxes/%s" % (stack.url, sid)).json()["paused"] is True
+    r = admin.post("%s/v1/sandboxes/%s/resume" % (stack.url, sid), json={})
+    assert r.status_code == 200, r.text
+    assert r.json()["paused"] is False
+    stack.wait_for(lambda: cpu_ticks(marker) > t0, timeout=60, what="CPU use after resume")
+    # Jobs of a sandbox run in order: the busy loop must end first.
+    r = admin.post("%s/v1/jobs/%s/cancel" % (stack.url, job), json={})
+    assert r.status_code == 200, r.text
+    assert sh(stack, admin, sid, "echo ok") == "ok\n"
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
+def test_delete_of_a_paused_sandbox_completes(stack, admin):
+    sid = create(stack, admin)
+    r = admin.post("%s/v1/sandboxes/%s/pause" % (stack.url, sid), json={})
+    if r.status_code == 409:
+        pytest.skip("no cgroup freezer: %s" % r.text)
+    assert r.status_code == 200, r.text
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+    stack.wait_for(lambda: stack.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % sid)
+                   == "deleted", timeout=60, what="the paused sandbox deleted")
+
+
+def test_curl_creates_and_lists_checkpoints(stack, admin):
+    sid = create(stack, admin)
+    out = subprocess.run(["curl", "-sS", "--cacert", stack.cacert, "-H",
+                          "X-API-Key: " + stack.admin_key, "-X", "POST", "-d", "{}",
+                          "%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert '"state":"ready"' in out.stdout.replace(" ", ""), out.stdout
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
