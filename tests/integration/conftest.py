@@ -13,7 +13,29 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import spec_check  # noqa: E402
 from stack import Stack, log_tails  # noqa: E402
+
+spec_check.install()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "spec_exempt: the test sends garbage on purpose; its "
+                            "answers are not checked against docs/openapi.yaml (spec_check.py)")
+
+
+@pytest.fixture(autouse=True)
+def _answers_match_the_spec(request):
+    """Fail a test that received an answer docs/openapi.yaml does not
+    document (tests/integration/spec_check.py), unless it is spec_exempt."""
+    yield
+    problems = spec_check.take_problems()
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not str(request.node.fspath).startswith(here + os.sep):
+        return      # tests/reliability borrows these fixtures; its outages are its own
+    if problems and request.node.get_closest_marker("spec_exempt") is None:
+        pytest.fail("answers that disagree with docs/openapi.yaml:\n" + "\n".join(problems[:10]),
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")

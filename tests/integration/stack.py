@@ -17,6 +17,8 @@ import time
 
 import requests
 
+import spec_check
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ORCHARD_BIN_DIR picks another build (scripts/test.sh: bin-san/ for the
 # sanitizer run); scripts/stack.sh reads the same variable.
@@ -125,6 +127,7 @@ class Stack:
         self.extra_env = dict(env or {})
         self.port = free_port()
         self.url = "https://127.0.0.1:%d" % self.port
+        spec_check.register(self.url)
         self.cacert = os.path.join(self.var, "tls", "ca.crt")
         self.run_dir = os.path.join(self.var, "run")
         self.api_socket = os.path.join(self.run_dir, "api.sock")
