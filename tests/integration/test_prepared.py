@@ -16,6 +16,10 @@ import pytest
 
 from stack import Stack, make_tmpdir
 
+# PostgreSQL is restarted on purpose: the answers during the outage are
+# whatever an outage gives today (500), not what docs/openapi.yaml promises.
+pytestmark = pytest.mark.spec_exempt
+
 PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
