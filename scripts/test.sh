@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test suite: the lint of the OpenAPI spec, the C unit tests, the
 # fuzz targets, the integration tests (which start their own stacks in
-# temporary directories on free ports), the unit and integration tests
+# temporary directories on free ports, and check every answer against
+# docs/openapi.yaml: tests/integration/spec_check.py), the unit and integration tests
 # again against the ASan+UBSan build in bin-san/, valgrind memcheck over
 # the agent and the api, and a short soak. `make test` builds bin/ and
 # bin-san/ first; this script only runs.
