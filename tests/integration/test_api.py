@@ -673,6 +673,8 @@ def test_openapi_and_the_route_table_list_the_same_routes():
     assert ("POST", "/jobs/{id}/cancel") in table, table
     documented = set()
     for path, item in spec["paths"].items():
+        if item.get("x-served-by") == "nginx":
+            continue
         route = re.sub(r"\{[a-z_]+\}", "{id}", path[3:] if path.startswith("/v1/") else path)
         documented |= {(m.upper(), route) for m in item if m in HTTP_METHODS}
     assert table == documented, (table - documented, documented - table)
