@@ -5,6 +5,7 @@ nginx-config`) and nginx is started with the same command line as
 `stack.sh up`; orchard-api is replaced by tests/integration/fake_fcgi.py,
 so these tests pin down what nginx sends and answers on its own.
 """
+import json
 import os
 import re
 import signal
@@ -323,3 +324,20 @@ def test_raw_upload_streams_to_the_api_past_the_json_limit(ngx):
             head = tls.recv(65536).decode("latin-1")
     assert head.startswith("HTTP/1.1 413"), head
     assert '"code": "too_large"' in head and "2 GiB" in head
+
+
+def test_unknown_transfer_encoding_is_501_json(ngx):
+    """nginx refuses a Transfer-Encoding other than chunked before any
+    location; the answer is still ours (issue 19, item 15). curl sends the
+    header as given, with the body raw."""
+    r = subprocess.run(["curl", "-sS", "--max-time", "30", "--cacert", ngx.cacert,
+                        "-X", "POST", "-H", "X-API-Key: " + GOOD_KEY,
+                        "-H", "Transfer-Encoding: gzip", "-H", "Content-Type: application/json",
+                        "--data-binary", "{}", "-w", "\n%{http_code}",
+                        "https://127.0.0.1:%d/sandboxes" % ngx.port],
+                       capture_output=True, text=True, timeout=60)
+    body, _, status = r.stdout.rpartition("\n")
+    assert status == "501", (r.stdout, r.stderr)
+    doc = json.loads(body)
+    assert doc["code"] == "not_implemented" and "Transfer-Encoding" in doc["detail"], doc
+    assert doc["request_id"], doc
