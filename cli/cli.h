@@ -296,4 +296,15 @@ extern const struct option create_opts[], ls_opts[], get_opts[], describe_opts[]
 	jobs_ls_opts[], jobs_logs_opts[], cp_opts[],
 	files_ls_opts[], files_rm_opts[], files_mkdir_opts[], patch_apply_opts[], patch_diff_opts[],
 	patch_reset_opts[], shell_opts[], keys_ls_opts[], tenants_ls_opts[], tenants_set_opts[];
+/* cmd_checkpoint.c: checkpoints, forks, pause and resume (docs/checkpoints.md). */
+int cmd_checkpoint_create(struct cli_config *cfg, int argc, char **argv);
+int cmd_checkpoint_ls(struct cli_config *cfg, int argc, char **argv);
+int cmd_checkpoint_get(struct cli_config *cfg, int argc, char **argv);
+int cmd_checkpoint_rm(struct cli_config *cfg, int argc, char **argv);
+int cmd_fork(struct cli_config *cfg, int argc, char **argv);
+int cmd_pause(struct cli_config *cfg, int argc, char **argv);
+int cmd_resume(struct cli_config *cfg, int argc, char **argv);
+extern const char checkpoint_usage[], checkpoint_create_usage[], checkpoint_ls_usage[],
+	checkpoint_get_usage[], checkpoint_rm_usage[], fork_usage[], pause_usage[], resume_usage[];
+extern const struct option checkpoint_opts[];
 #endif

@@ -44,6 +44,19 @@ static const struct cli_cmd config_cmds[] = {
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
 };
 
+static const struct cli_cmd checkpoint_cmds[] = {
+	{ "create", cmd_checkpoint_create, "checkpoint a sandbox now", checkpoint_create_usage,
+	  "  CK=$(orchardctl checkpoint create demo --name turn-3)\n", checkpoint_opts, NULL,
+	  CLI_ARG_SANDBOX },
+	{ "ls", cmd_checkpoint_ls, "list checkpoints", checkpoint_ls_usage,
+	  "  orchardctl checkpoint ls --sandbox demo\n", checkpoint_opts, NULL, CLI_ARG_NONE },
+	{ "get", cmd_checkpoint_get, "show a checkpoint", checkpoint_get_usage,
+	  "  orchardctl checkpoint get \"$CK\" -o json\n", checkpoint_opts, NULL, CLI_ARG_NONE },
+	{ "rm", cmd_checkpoint_rm, "delete checkpoints", checkpoint_rm_usage,
+	  "  orchardctl checkpoint rm \"$CK\"\n", checkpoint_opts, NULL, CLI_ARG_NONE },
+	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
+};
+
 static const struct cli_cmd jobs_cmds[] = {
 	{ "ls", cmd_jobs_ls, "list a sandbox's jobs", jobs_ls_usage,
 	  "  orchardctl jobs ls demo\n  orchardctl jobs ls demo -o json\n",
@@ -189,6 +202,15 @@ const struct cli_cmd cli_commands[] = {
 	  "  orchardctl rm --all -l run=42        # asks first\n"
 	  "  orchardctl rm --all -l run=42 -y     # in scripts\n",
 	  rm_opts, NULL, CLI_ARG_SANDBOX },
+	{ "checkpoint", NULL, "checkpoints of a sandbox's state", checkpoint_usage,
+	  "  orchardctl checkpoint create demo\n", NULL, checkpoint_cmds, CLI_ARG_COMMAND },
+	{ "fork", cmd_fork, "new sandboxes from a checkpoint or a sandbox", fork_usage,
+	  "  orchardctl fork \"$CK\" -n 8\n  orchardctl fork demo\n", checkpoint_opts, NULL,
+	  CLI_ARG_SANDBOX },
+	{ "pause", cmd_pause, "freeze a sandbox's processes", pause_usage,
+	  "  orchardctl pause demo\n", checkpoint_opts, NULL, CLI_ARG_SANDBOX },
+	{ "resume", cmd_resume, "thaw a paused sandbox", resume_usage,
+	  "  orchardctl resume demo\n", checkpoint_opts, NULL, CLI_ARG_SANDBOX },
 	{ "heartbeat", cmd_heartbeat, "keep a sandbox from its idle timeout", heartbeat_usage,
 	  "  while sleep 60; do orchardctl heartbeat demo; done\n", heartbeat_opts, NULL, CLI_ARG_SANDBOX },
 	{ "stats", cmd_stats, "dashboard summaries: usage, latency, failures", stats_usage,

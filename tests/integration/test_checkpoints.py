@@ -240,3 +240,33 @@ def test_curl_creates_and_lists_checkpoints(stack, admin):
     assert out.returncode == 0, out.stderr
     assert '"state":"ready"' in out.stdout.replace(" ", ""), out.stdout
     admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
+def test_orchardctl_checkpoint_fork_pause_resume(stack, admin):
+    sid = create(stack, admin)
+    sh(stack, admin, sid, "echo cli > /workspace/c")
+    r = stack.orchardctl("checkpoint", "create", sid, "--name", "cli", timeout=700)
+    assert r.returncode == 0, r.stderr
+    ck = r.stdout.strip()
+    r = stack.orchardctl("checkpoint", "ls", "--sandbox", sid, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert ck in r.stdout and '"cli"' in r.stdout
+    r = stack.orchardctl("fork", ck, "-n", "2")
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.split()
+    assert len(ids) == 2
+    for child in ids:
+        stack.wait_ready(admin, child)
+        assert sh(stack, admin, child, "cat /workspace/c") == "cli\n"
+    r = stack.orchardctl("pause", ids[0])
+    if r.returncode == 0:
+        assert admin.get("%s/v1/sandboxes/%s" % (stack.url, ids[0])).json()["paused"] is True
+        r = stack.orchardctl("resume", ids[0])
+        assert r.returncode == 0, r.stderr
+        assert admin.get("%s/v1/sandboxes/%s" % (stack.url, ids[0])).json()["paused"] is False
+    r = stack.orchardctl("checkpoint", "rm", ck)
+    assert r.returncode == 0 and r.stdout.strip() == ck, r.stderr
+    r = stack.orchardctl("checkpoint", "get", ck)
+    assert r.returncode == 1 and "not found" in r.stderr
+    for x in [sid] + ids:
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))

@@ -28,12 +28,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # ORCHARD_TEST_ORCHARDCTL tries another build (e.g. a sanitizer one) against the same tests.
 CTL = os.environ.get("ORCHARD_TEST_ORCHARDCTL") or os.path.join(REPO, "bin", "orchardctl")
 COMMANDS = ["create", "ls", "get", "describe", "wait", "exec", "shell", "cp", "files", "patch", "jobs",
-            "trajectory", "replay", "rm", "heartbeat", "stats", "keys", "tenants", "config", "completion",
+            "trajectory", "replay", "rm", "checkpoint", "fork", "pause", "resume", "heartbeat", "stats", "keys", "tenants", "config", "completion",
             "version", "help"]
 SUBCOMMANDS = {"files": ["ls", "cat", "rm", "mkdir"],
                "patch": ["apply", "diff", "reset"],
                "jobs": ["ls", "get", "wait", "logs", "cancel"],
                "trajectory": ["export"],
+               "checkpoint": ["create", "ls", "get", "rm"],
                "keys": ["ls", "revoke"],
                "tenants": ["ls", "create", "set"],
                "config": ["set-context", "use-context", "get-contexts", "current-context",
