@@ -7,6 +7,7 @@ from the parent; a checkpoint outlives its sandbox; another tenant's
 checkpoint is 404; bad input creates nothing; the quota is a 429 naming
 it; pause stops CPU use and exec on a paused sandbox is 409.
 """
+import json
 import os
 import subprocess
 import time
@@ -78,6 +79,13 @@ def test_fork_restores_the_checkpointed_state_and_forks_are_isolated(stack, admi
     sh(stack, admin, a, "echo only-a > /workspace/a-only")
     assert sh(stack, admin, b, "ls /workspace") == sh(stack, admin, parent, "ls /workspace").replace("later\n", "")
     assert "a-only" not in sh(stack, admin, parent, "ls /workspace")
+    # Lineage is in the fork's trajectory header.
+    r = admin.get("%s/v1/sandboxes/%s/trajectory" % (stack.url, a))
+    assert r.status_code == 200, r.text
+    header = json.loads(r.text.splitlines()[0])
+    assert header["forked_from"] == {"checkpoint_id": ck["id"], "sandbox_id": parent}
+    r = admin.get("%s/v1/sandboxes/%s/trajectory" % (stack.url, parent))
+    assert "forked_from" not in json.loads(r.text.splitlines()[0])
     got = admin.get("%s/v1/checkpoints/%s" % (stack.url, ck["id"])).json()
     assert got["forks"] == 2
     listed = admin.get(stack.url + "/v1/checkpoints", params={"sandbox_id": parent}).json()
