@@ -278,3 +278,33 @@ def test_orchardctl_checkpoint_fork_pause_resume(stack, admin):
     assert r.returncode == 1 and "not found" in r.stderr
     for x in [sid] + ids:
         admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))
+
+
+def test_what_a_crash_mid_checkpoint_leaves_is_finished_or_removed(stack, admin):
+    """A controller killed mid-copy leaves a pending row and a .partial
+    copy; copies without a row are left by a crash after the row went.
+    The reconcile takes the pending one again from scratch and the sweep
+    removes the orphans."""
+    store = os.path.join(stack.var, "sandboxes", ".checkpoints")
+    os.makedirs(store, exist_ok=True)
+    sid = create(stack, admin)
+    sh(stack, admin, sid, "echo real > /workspace/r")
+    ck = "ckcrash" + uuid.uuid4().hex[:6]
+    orphan = os.path.join(store, "ckorphan" + uuid.uuid4().hex[:6])
+    for d in (os.path.join(store, ck + ".partial"), orphan, orphan + "x.partial"):
+        os.makedirs(os.path.join(d, "workspace"))
+        with open(os.path.join(d, "workspace", "junk"), "w") as f:
+            f.write("half")
+    stack.psql("INSERT INTO checkpoints (id, tenant_id, sandbox_id, image, cpu, memory, cpu_millis,"
+               " memory_bytes, block_network) SELECT '%s', tenant_id, id, image, cpu, memory,"
+               " cpu_millis, memory_bytes, block_network FROM sandboxes WHERE id = '%s'" % (ck, sid))
+    stack.wait_for(lambda: stack.scalar("SELECT state FROM checkpoints WHERE id = '%s'" % ck)
+                   == "ready", timeout=120, what="the pending checkpoint taken again")
+    assert os.listdir(os.path.join(store, ck, "workspace")) == ["r"]
+    stack.wait_for(lambda: not any(os.path.exists(p) for p in
+                                   (orphan, orphan + "x.partial", os.path.join(store, ck + ".partial"))),
+                   timeout=120, what="the orphan copies removed")
+    (child,) = fork(stack, admin, ck, 1)
+    assert sh(stack, admin, child, "ls /workspace") == "r\n"
+    for x in (sid, child):
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))
