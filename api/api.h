@@ -63,6 +63,14 @@ void api_listener_stop(struct api_listener *l);
 int api_listener_active(void);
 void api_listener_remove(const struct api_listener *l);
 
+/* ---- auth_limit.c: failed key checks per key id and client address ---- */
+
+/* Failures a key id or address may have in a burst (0: no limit). */
+void api_auth_limit_init(int burst);
+/* 0 when key_id's or addr's failures are used up: refuse without argon2. */
+int api_auth_limit_allows(const char *key_id, const char *addr);
+void api_auth_limit_failed(const char *key_id, const char *addr);
+
 /* ---- peer.c: who may connect to the sockets ---------------------------- */
 
 /* Read ORCHARD_API_SOCKET_GROUP/_MODE and ORCHARD_API_PEER_UIDS. */

@@ -243,7 +243,7 @@ int api_auth_check(struct api_auth *out, struct api_req *r)
 int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 {
 	struct key_entry e;
-	const char *secret;
+	const char *secret, *addr;
 	char key_id[ORC_KEY_ID_LEN + 1];
 	unsigned char digest[SHA256_DIGEST_LENGTH];
 	uint64_t gen;
@@ -256,6 +256,10 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 		return api_reply_error(r, ORC_EFORBIDDEN, "invalid API key");
 	SHA256((const unsigned char *)key, ORC_KEY_LEN, digest);
 	if (!cache_get(&e, digest)) {
+		addr = api_req_param(r, "REMOTE_ADDR");
+		if (!api_auth_limit_allows(key_id, addr))
+			return api_reply_error(r, ORC_EFORBIDDEN, "too many failed key checks; "
+					       "try again in a minute");
 		gen = api_notify_key_gen();
 		sem_wait(&C.verify_slots);
 		/* Someone may have verified the same key while we queued. */
@@ -269,6 +273,8 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 			sem_post(&C.verify_slots);
 			if (err < 0)
 				return api_reply_error(r, err, "cannot verify the API key now");
+			if (!e.valid)
+				api_auth_limit_failed(key_id, addr);
 			cache_put(&e, gen);
 		}
 	}

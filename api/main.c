@@ -10,6 +10,9 @@
  *                          "<ORCHARD_API_SOCKET>.auth"; required with TCP)
  *   ORCHARD_API_SOCKET_GROUP, ORCHARD_API_SOCKET_MODE, ORCHARD_API_PEER_UIDS
  *                          who may connect to the sockets (peer.c)
+ *   ORCHARD_API_AUTH_FAILURES  failed key checks per key id and per client
+ *                          address in a burst, refilled over a minute
+ *                          (default 20; 0: no limit; auth_limit.c)
  *   ORCHARD_API_THREADS    request threads (default 256)
  *   ORCHARD_API_AUTH_THREADS  threads of the auth socket (default 8)
  *   ORCHARD_DB_POOL        database connections (default 8)
@@ -171,6 +174,7 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	orc_pg_pool_init(&api_server.db, dburl, env_int("ORCHARD_DB_POOL", 8, 1, 1024));
 	api_auth_init();
+	api_auth_limit_init(env_int("ORCHARD_API_AUTH_FAILURES", 20, 0, 1000000));
 	if (api_metrics_init() < 0)
 		return 1;
 	/* The auth socket first, so that whoever waits for the request
