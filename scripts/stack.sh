@@ -618,8 +618,27 @@ sandbox_pids() {
 	echo "${!in[@]}"
 }
 
+# Paused sandboxes (docs/checkpoints.md) are frozen, and frozen processes
+# do not die of signals until thawed: thaw every recorded freezer cgroup.
+thaw_sandboxes() {
+	local f dir
+	for f in "$STATE"/*/cgroup; do
+		[ -f "$f" ] || continue
+		while IFS= read -r dir; do
+			case $dir in
+			/sys/fs/cgroup/*/orchard-*/*) ;;
+			*) continue ;;
+			esac
+			[ -f "$dir/freezer.state" ] && echo THAWED >"$dir/freezer.state" 2>/dev/null
+			[ -f "$dir/cgroup.freeze" ] && echo 0 >"$dir/cgroup.freeze" 2>/dev/null
+		done <"$f"
+	done
+	return 0
+}
+
 kill_sandboxes() {
 	local pids i
+	thaw_sandboxes
 	pids=$(sandbox_pids)
 	[ -n "$pids" ] || return 0
 	say "stopping sandbox processes: $pids"

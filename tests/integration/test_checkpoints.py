@@ -308,3 +308,24 @@ def test_what_a_crash_mid_checkpoint_leaves_is_finished_or_removed(stack, admin)
     assert sh(stack, admin, child, "ls /workspace") == "r\n"
     for x in (sid, child):
         admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))
+
+
+@pytest.mark.skipif(not freezer_available(), reason="no cgroup freezer on this host")
+def test_stack_down_stops_a_paused_sandbox():
+    """stack.sh down stops the controller first, so a sandbox left paused
+    (a test that failed mid-pause) must be thawed by the script to die."""
+    from stack import Stack, processes_referencing
+    s = Stack()
+    s.start()
+    try:
+        session = s.session()
+        sid = s.new_sandbox(session)
+        r = session.post("%s/v1/sandboxes/%s/pause" % (s.url, sid), json={})
+        assert r.status_code == 200, r.text
+        state = os.path.join(s.var, "sandboxes", sid)
+        assert processes_referencing(state)
+        r = s.down()
+        assert r.returncode == 0, r.stderr
+        assert processes_referencing(state) == []
+    finally:
+        s.close()
