@@ -6,7 +6,7 @@
  *
  * Orchard's fields and defaults: image (required), cpu "4", memory "16Gi",
  * block_network true, sandbox_id (8 hex generated), timeout 3600. Ours add
- * ttl_seconds, idle_timeout_seconds, labels, env and workdir (NULL ttl and
+ * ttl_seconds, idle_timeout_seconds, labels, env, workdir and tools (NULL ttl and
  * idle timeout mean the controller's defaults). Unknown fields are ignored.
  *
  * Under the local driver an image is "host" or one imported with
@@ -34,6 +34,7 @@ struct create_req {
 	int64_t cpu_millis;
 	int64_t memory_bytes;
 	int block_network;
+	int tools;                /* the sandbox-tools bundle (default true) */
 	const char *sandbox_id;   /* NULL: generate */
 	int64_t timeout;
 	int64_t ttl;              /* 0: default */
@@ -83,6 +84,7 @@ static int parse_create(struct create_req *c, struct api_req *r, json_object *bo
 
 	memset(c, 0, sizeof(*c));
 	c->block_network = 1;
+	c->tools = 1;
 	c->timeout = 3600;
 	if ((err = orc_json_get_str(body, "image", &c->image, msg, msglen)) < 0)
 		return err;
@@ -111,6 +113,8 @@ static int parse_create(struct create_req *c, struct api_req *r, json_object *bo
 		return ORC_EINVALID;
 	}
 	if ((err = orc_json_get_bool(body, "block_network", &c->block_network, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_bool(body, "tools", &c->tools, msg, msglen)) < 0)
 		return err;
 	if ((err = orc_json_get_str(body, "sandbox_id", &c->sandbox_id, msg, msglen)) < 0)
 		return err;
@@ -216,7 +220,7 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	PGresult *res = NULL;
 	char tenant[24], cpu_m[24], mem_b[24], timeout[24], ttl[24], idle[24], token[65];
 	char *data = event_data(c), *sql;
-	const char *params[20];
+	const char *params[21];
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
@@ -246,12 +250,13 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	params[17] = data;
 	params[18] = r->request_id;
 	params[19] = api_server.driver;
+	params[20] = c->tools ? "true" : "false";
 	sql = xasprintf(
 		"WITH s AS (INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis,"
 		" memory_bytes, block_network, labels, env, workdir, timeout_seconds, ttl_seconds,"
-		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key, driver)"
+		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key, driver, tools)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11, $12, $13, $14,"
-		" $15, $16::bigint, $17, $20) RETURNING *),"
+		" $15, $16::bigint, $17, $20, $21::boolean) RETURNING *),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
 		" SELECT s.id, s.tenant_id, 'sandbox.create', $18::jsonb, $16::bigint, nullif($19, '')"
 		" FROM s)"
@@ -260,7 +265,7 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
 	if ((err = api_quota_check(db, r->tenant_id, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
-	    (err = orc_pg_query(&res, db, sql, 20, params)) < 0 ||
+	    (err = orc_pg_query(&res, db, sql, 21, params)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
 		PQclear(res);

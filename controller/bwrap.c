@@ -80,7 +80,8 @@ void ctl_bwrap_host_layout(struct ctl_strv *out)
 }
 
 #define TOOLS_PROFILE "etc/profile.d/sandbox-tools.sh"
-#define TOOLS_PROFILE_DEST "/etc/profile.d/zz-orchard-sandbox-tools.sh"
+#define TOOLS_PROFILE_NAME "zz-orchard-sandbox-tools.sh"
+#define TOOLS_PROFILE_DEST "/etc/profile.d/" TOOLS_PROFILE_NAME
 
 void ctl_bwrap_tools_profile(struct ctl_strv *out, const char *tools)
 {
@@ -92,7 +93,7 @@ void ctl_bwrap_tools_profile(struct ctl_strv *out, const char *tools)
 	ctl_strv_push(out, "--tmpfs");
 	ctl_strv_push(out, "/etc/profile.d");
 	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.' || !strcmp(de->d_name, TOOLS_PROFILE_DEST + 15))
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, TOOLS_PROFILE_NAME))
 			continue;
 		ctl_strv_push(out, "--ro-bind");
 		ctl_strv_pushf(out, "/etc/profile.d/%s", de->d_name);

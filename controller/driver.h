@@ -21,6 +21,7 @@ struct ctl_sandbox {
 	char *image;
 	char *token;
 	int block_network;
+	int tools;           /* 0: no sandbox-tools bundle (create's "tools": false) */
 	int64_t cpu_millis;
 	int64_t memory_bytes;
 	int64_t ttl_left_s;  /* the sandbox must be gone this many seconds from now,
@@ -31,7 +32,7 @@ struct ctl_sandbox {
 	char *restore;   /* a checkpoint id: start from its state (a fork), or NULL */
 };
 
-#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL }
+#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL, NULL, NULL, NULL }
 void ctl_sandbox_release(struct ctl_sandbox *sb);
 
 struct ctl_driver;

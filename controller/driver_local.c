@@ -660,7 +660,7 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 			d->cfg->bwrap_bin, &L(d)->layout, sb->id, dir, d->cfg->agent_bin,
 			sb->block_network, CTL_SPAWN_SECCOMP_FD,
 			root, d->cfg->agent_bundle, &agent_cmd,
-			L(d)->tools, d->cfg->tools_mount, &L(d)->tools_profile,
+			sb->tools ? L(d)->tools : NULL, d->cfg->tools_mount, &L(d)->tools_profile,
 		};
 		ctl_bwrap_argv(&argv, &spec);
 		free(root);

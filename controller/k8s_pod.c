@@ -178,7 +178,7 @@ static void tools_mount(json_object *c, json_object *mounts, const struct k8s_co
 	json_object *m = mount("sandbox-tools", TOOLS_DIR, 1), *env = json_object_new_array();
 
 	if (cfg->tools_image_volume)
-		put_str(m, "subPath", TOOLS_DIR + 1);
+		put_str(m, "subPath", "opt/sandbox-tools");  /* TOOLS_DIR in the image */
 	json_object_array_add(mounts, m);
 	json_object_array_add(env, env_var("SANDBOX_TOOLS", TOOLS_DIR));
 	json_object_array_add(env, env_var("PATH", TOOLS_PATH));
@@ -230,7 +230,7 @@ static json_object *sandbox_container(const struct k8s_config *cfg, const struct
 	json_object_array_add(mounts, mount("orchard", AGENT_DIR, 1));
 	json_object_array_add(mounts, mount("token", TOKEN_DIR, 1));
 	json_object_array_add(mounts, mount("workspace", "/workspace", 0));
-	if (cfg->tools_image)
+	if (cfg->tools_image && sb->tools)
 		tools_mount(c, mounts, cfg);
 	put(c, "volumeMounts", mounts);
 	return c;
@@ -261,7 +261,7 @@ static json_object *volumes(const struct k8s_config *cfg, const struct ctl_sandb
 	put_int(secret, "defaultMode", 0400);
 	json_object_array_add(v, named("name", "token", "secret", secret));
 	json_object_array_add(v, named("name", "workspace", "emptyDir", json_object_new_object()));
-	if (cfg->tools_image)
+	if (cfg->tools_image && sb->tools)
 		json_object_array_add(v, tools_volume(cfg));
 	free(sname);
 	return v;
@@ -302,7 +302,7 @@ json_object *k8s_pod_new(const struct k8s_config *cfg, const struct ctl_sandbox 
 		put(spec, "imagePullSecrets", pulls);
 	}
 	json_object_array_add(inits, init_container(cfg));
-	if (cfg->tools_image && !cfg->tools_image_volume)
+	if (cfg->tools_image && sb->tools && !cfg->tools_image_volume)
 		json_object_array_add(inits, tools_init_container(cfg));
 	put(spec, "initContainers", inits);
 	json_object_array_add(containers, sandbox_container(cfg, sb));

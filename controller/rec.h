@@ -40,6 +40,7 @@ struct row {
 	char *id, *state, *image, *token, *handle;
 	char *expired;           /* why its lifetime is over (TTL, idle), or NULL */
 	int block_network;
+	int tools;               /* the sandbox-tools bundle (sandboxes.tools) */
 	double deadline;         /* pending timeout, epoch seconds */
 	int timeout_s;
 	int64_t ttl_left_s;      /* seconds until the TTL (database clock) */

@@ -142,6 +142,7 @@ int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row)
 	sb.image = xstrdup(row->image);
 	sb.token = xstrdup(row->token);
 	sb.block_network = row->block_network;
+	sb.tools = row->tools;
 	sb.cpu_millis = row->cpu_millis;
 	sb.memory_bytes = row->memory_bytes;
 	sb.ttl_left_s = row->ttl_left_s > 0 ? row->ttl_left_s : 1;

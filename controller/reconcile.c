@@ -60,7 +60,7 @@ static const char select_rows[] =
 	"  WHEN state = 'ready' AND last_heartbeat_at IS NOT NULL AND now() >="
 	"   GREATEST(last_heartbeat_at, last_activity_at) + make_interval(secs => $3::int)"
 	"   THEN 'no heartbeat for ' || $3::int || 's'"
-	" END, forked_from, pause_desired, paused"
+	" END, forked_from, pause_desired, paused, tools"
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
@@ -219,6 +219,7 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 		rows[i].forked_from = dup_or_null(res, (int)i, 12);
 		rows[i].pause_desired = !strcmp(PQgetvalue(res, (int)i, 13), "t");
 		rows[i].paused = !strcmp(PQgetvalue(res, (int)i, 14), "t");
+		rows[i].tools = !strcmp(PQgetvalue(res, (int)i, 15), "t");
 	}
 	*out = rows;
 	*nout = n;

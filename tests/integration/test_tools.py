@@ -66,8 +66,8 @@ def session(tools_stack):
     return tools_stack.session()
 
 
-def create(st, sess, image):
-    r = sess.post(st.url + "/v1/sandboxes", json={"image": image, "memory": "2Gi"})
+def create(st, sess, image, **extra):
+    r = sess.post(st.url + "/v1/sandboxes", json=dict({"image": image, "memory": "2Gi"}, **extra))
     assert r.status_code == 200, r.text
     sid = r.json()["sandbox_id"]
     info = st.wait_ready(sess, sid, timeout=120)
@@ -144,6 +144,27 @@ def test_all_three_run_in_a_busybox_image_without_libc(tools_stack, session, tmp
         assert_tools_run(tools_stack, session, sid)
     finally:
         session.delete("%s/v1/sandboxes/%s" % (tools_stack.url, sid))
+
+
+def test_tools_false_on_create_gives_that_sandbox_none(tools_stack, session):
+    sid = create(tools_stack, session, "host", tools=False)
+    try:
+        j = run(tools_stack, session, sid, 'command -v codex || echo none; test -e %s || echo absent; '
+                'echo "$PATH"' % MOUNT)
+        assert j["stdout"].splitlines()[:2] == ["none", "absent"], j
+        assert MOUNT not in j["stdout"], j
+        j = run(tools_stack, session, sid, 'echo "$PATH"', login=True)
+        assert MOUNT not in j["stdout"], j
+    finally:
+        session.delete("%s/v1/sandboxes/%s" % (tools_stack.url, sid))
+
+
+def test_tools_must_be_a_boolean(tools_stack, session):
+    before = tools_stack.scalar("SELECT count(*) FROM sandboxes")
+    r = session.post(tools_stack.url + "/v1/sandboxes", json={"image": "host", "tools": "no"})
+    assert r.status_code == 422, r.text
+    assert "tools" in r.json()["detail"], r.text
+    assert tools_stack.scalar("SELECT count(*) FROM sandboxes") == before
 
 
 def test_tools_off_gives_none(bundle):
