@@ -45,4 +45,7 @@ int api_checkpoint_fork(struct api_req *r);     /* checkpoint_fork.c */
 int api_sandbox_fork(struct api_req *r);
 int api_sandbox_pause(struct api_req *r);       /* sandbox_pause.c */
 int api_sandbox_resume(struct api_req *r);
+/* exec's "resume": true: resume r->id first when it is paused. 0 to go
+ * on (nothing replied), else the error was replied. */
+int api_exec_resume(struct api_req *r, json_object *body);
 #endif

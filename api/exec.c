@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "checkpoint.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
@@ -375,6 +376,8 @@ int api_exec_post(struct api_req *r)
 		return err;
 	if ((err = parse_exec(&x, r, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
+	if ((err = api_exec_resume(r, body)) < 0)   /* "resume": true (sandbox_pause.c) */
+		return err;
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	if (x.idempotency_key) {

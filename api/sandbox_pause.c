@@ -92,7 +92,9 @@ static int wait_applied(PGresult **out, struct api_req *r, int pause)
 	}
 }
 
-static int pause_or_resume(struct api_req *r, int pause)
+/* Pause or resume r->id; reply with the sandbox when reply is set, else
+ * return 0 without replying (errors are always replied). */
+static int apply(struct api_req *r, int pause, int reply)
 {
 	const char *what = pause ? "pause" : "resume";
 	PGresult *res = NULL;
@@ -130,15 +132,42 @@ static int pause_or_resume(struct api_req *r, int pause)
 				       what, r->id);
 	orc_log(ORC_LOG_INFO, pause ? "sandbox paused" : "sandbox resumed", "sandbox_id", r->id,
 		"request_id", r->request_id, NULL);
+	if (!reply)
+		return 0;
 	return api_reply_json(r, 200, api_own_json(r, api_sandbox_view(res, 0)));
 }
 
 int api_sandbox_pause(struct api_req *r)
 {
-	return pause_or_resume(r, 1);
+	return apply(r, 1, 1);
 }
 
 int api_sandbox_resume(struct api_req *r)
 {
-	return pause_or_resume(r, 0);
+	return apply(r, 0, 1);
+}
+
+int api_exec_resume(struct api_req *r, json_object *body)
+{
+	char tenant[24], msg[256];
+	const char *params[2] = { r->id, tenant };
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int resume = 0, err, paused;
+
+	if ((err = orc_json_get_bool(body, "resume", &resume, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	if (!resume || strcmp(api_server.driver, "local"))
+		return 0;
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	err = orc_pg_query(&res, db, "SELECT 1 FROM sandboxes WHERE id = $1 AND tenant_id = $2::bigint"
+			   " AND state = 'ready' AND (paused OR pause_desired)", 2, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return api_reply_error(r, err, "cannot read sandbox %s", r->id);
+	paused = PQntuples(res) == 1;
+	PQclear(res);
+	return paused ? apply(r, 0, 0) : 0;
 }

@@ -216,6 +216,8 @@ def test_pause_stops_cpu_use_and_exec_is_409_until_resume(stack, admin):
     r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), json={"command": "true"})
     assert r.status_code == 409, r.text
     assert "paused" in r.json()["detail"]
+    r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), json={"command": "true", "resume": "yes"})
+    assert r.status_code == 422, r.text
     # A checkpoint of a paused sandbox works and leaves it paused.
     checkpoint(stack, admin, sid)
     assert admin.get("%s/v1/sandboxes/%s" % (stack.url, sid)).json()["paused"] is True
@@ -268,6 +270,13 @@ def test_orchardctl_checkpoint_fork_pause_resume(stack, admin):
     for child in ids:
         stack.wait_ready(admin, child)
         assert sh(stack, admin, child, "cat /workspace/c") == "cli\n"
+    # exec with resume: true resumes a paused sandbox first.
+    r = admin.post("%s/v1/sandboxes/%s/pause" % (stack.url, ids[1]), json={})
+    if r.status_code == 200:
+        r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, ids[1]),
+                       json={"command": "echo resumed", "resume": True, "wait": True})
+        assert r.status_code == 200 and r.json()["stdout"] == "resumed\n", r.text
+        assert admin.get("%s/v1/sandboxes/%s" % (stack.url, ids[1])).json()["paused"] is False
     r = stack.orchardctl("pause", ids[0])
     if r.returncode == 0:
         assert admin.get("%s/v1/sandboxes/%s" % (stack.url, ids[0])).json()["paused"] is True
