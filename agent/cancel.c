@@ -9,8 +9,7 @@
 #include "server.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t turn = PTHREAD_COND_INITIALIZER;
-static struct agent_job *head, *tail;   /* head is the running job */
+static struct agent_job *head, *tail;   /* every queued or running job */
 
 int agent_job_id_valid(const char *id)
 {
@@ -49,7 +48,6 @@ static void unlink_locked(struct agent_job *j)
 	}
 	j->next = NULL;
 	j->state = AGENT_JOB_DONE;
-	pthread_cond_broadcast(&turn);
 }
 
 int agent_job_enqueue(struct agent_job *j, const char *id)
@@ -83,9 +81,7 @@ int agent_job_wait_turn(struct agent_job *j)
 	int rc = 0;
 
 	pthread_mutex_lock(&lock);
-	while (head != j && !j->cancelled)
-		pthread_cond_wait(&turn, &lock);
-	if (j->cancelled && head != j) {
+	if (j->cancelled) {
 		unlink_locked(j);
 		rc = AGENT_JOB_CANCELLED;
 	} else {
@@ -147,8 +143,6 @@ int agent_job_cancel(int *was_running_out, const char *id)
 	if (running && j->child && !agent_child_kill_group(j->child, SIGKILL))
 		goto done;
 	j->cancelled = 1;
-	if (!running)
-		pthread_cond_broadcast(&turn);
 	*was_running_out = running;
 	err = 0;
 done:

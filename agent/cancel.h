@@ -2,10 +2,11 @@
 #define AGENT_CANCEL_H
 #include "reaper.h"
 /*
- * The exec queue: commands run one at a time in the order their requests
- * arrived, and any of them can be cancelled by the job id its request gave
- * (POST /exec/cancel). A queued job is taken out of the queue; a running
- * one has its whole process group killed with SIGKILL.
+ * The exec registry: commands run concurrently, each as soon as its
+ * request arrived (the api orders serial jobs itself, api/job_run.c), and
+ * any of them can be cancelled by the job id its request gave
+ * (POST /exec/cancel). A job cancelled before it started never runs; a
+ * running one has its whole process group killed with SIGKILL.
  *
  *   struct agent_job j = AGENT_JOB_INIT;
  *   if (agent_job_enqueue(&j, id) < 0) ...        // 409: id in use
@@ -13,9 +14,9 @@
  *   ... agent_exec_run() with spec.job = &j:
  *         agent_job_attach_child(&j, &child) right after the fork,
  *         agent_job_detach_child(&j) once the child has been waited for;
- *   agent_job_finish(&j);                         // the next one runs
+ *   agent_job_finish(&j);                         // forgotten
  *
- * Jobs without an id queue the same way but cannot be cancelled.
+ * Jobs without an id are registered the same way but cannot be cancelled.
  */
 #define AGENT_JOB_ID_MAX 64
 #define AGENT_JOB_CANCELLED 1

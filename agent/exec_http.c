@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <microhttpd.h>
 
 #include "cancel.h"
@@ -30,6 +31,7 @@ struct exec_request {
 	const char **args;          /* array command */
 	size_t nargs;
 	const char *cwd;
+	const char *cwd_fallback;   /* run here when cwd is not a directory */
 	const char **env_keys;
 	const char **env_vals;
 	size_t nenv;
@@ -127,6 +129,11 @@ static int parse_request(struct exec_request *r, json_object *root, char *msg, s
 		return err;
 	if (r->cwd && (!*r->cwd || (json_object_object_get_ex(root, "cwd", &v) && c_string(&r->cwd, v) < 0)))
 		return fail(msg, msglen, "field '%s' must be a non-empty path without NUL bytes", "cwd");
+	if ((err = orc_json_get_str(root, "cwd_fallback", &r->cwd_fallback, msg, msglen)) < 0)
+		return err;
+	if (r->cwd_fallback && (!*r->cwd_fallback || (json_object_object_get_ex(root, "cwd_fallback", &v) &&
+						       c_string(&r->cwd_fallback, v) < 0)))
+		return fail(msg, msglen, "field '%s' must be a non-empty path without NUL bytes", "cwd_fallback");
 	if ((err = orc_json_get_bytes(root, "stdin", &r->stdin_data, &r->stdin_len, msg, msglen)) < 0)
 		return err;
 	if ((err = orc_json_get_number(root, "timeout_seconds", &r->timeout_s, 0, MAX_TIMEOUT_S, msg, msglen)) < 0)
@@ -145,6 +152,17 @@ static int parse_request(struct exec_request *r, json_object *root, char *msg, s
 	if ((err = orc_json_get_bool(root, "stream", &r->stream, msg, msglen)) < 0)
 		return err;
 	return 0;
+}
+
+/* Orchard runs a command whose cwd does not exist in / instead: with
+ * cwd_fallback, a cwd that is not a directory gives way to it. */
+static const char *effective_cwd(const struct exec_request *r)
+{
+	struct stat st;
+
+	if (r->cwd && r->cwd_fallback && (stat(r->cwd, &st) < 0 || !S_ISDIR(st.st_mode)))
+		return r->cwd_fallback;
+	return r->cwd;
 }
 
 static void exec_request_release(struct exec_request *r)
@@ -319,7 +337,7 @@ void agent_handle_exec(struct agent_reply *reply, const struct agent_request *re
 		agent_command_argv(&c->cmd, c->r.args, c->r.nargs);
 	agent_command_env(&c->cmd, c->r.env_keys, c->r.env_vals, c->r.nenv);
 	agent_command_spec(&c->spec, &c->cmd);
-	c->spec.cwd = c->r.cwd;
+	c->spec.cwd = effective_cwd(&c->r);
 	c->spec.stdin_data = c->r.stdin_data;
 	c->spec.stdin_len = c->r.stdin_len;
 	c->spec.timeout_s = c->r.timeout_s;

@@ -312,16 +312,34 @@ const char *api_sandbox_status(const char *state);
 
 /* ---- exec.c / lanes.c: running jobs ----------------------------------- */
 
+/* Output kept per stream of a job: max_output_bytes of the request, by
+ * default API_OUTPUT_DEFAULT, at most API_OUTPUT_MAX (docs/openapi.yaml). */
+#define API_OUTPUT_DEFAULT (4 << 20)
+#define API_OUTPUT_MAX (16 << 20)
+
+/*
+ * The columns of a claimed job, as claim() (job_run.c) and the statement
+ * accepting a job (exec.c) answer them for api_job_run_claimed.
+ */
+enum {
+	API_CLAIM_ADDRESS, API_CLAIM_TOKEN, API_CLAIM_COMMAND, API_CLAIM_CWD, API_CLAIM_ENV,
+	API_CLAIM_LOGIN_SHELL, API_CLAIM_STDIN, API_CLAIM_TIMEOUT, API_CLAIM_SANDBOX_ENV,
+	API_CLAIM_WORKDIR, API_CLAIM_MAX_OUTPUT, API_CLAIM_CWD_STRICT, API_CLAIM_VERDICT,
+	API_CLAIM_NCOLS,
+};
+
 int api_lanes_start(int workers);
 /*
- * Queue job_id (seq: its jobs.seq) among this process's jobs of sandbox_id;
- * it runs once every job of the sandbox accepted before it has ended, on
- * any replica. With sync set the caller runs it itself (api_lane_run);
- * otherwise a worker thread does.
+ * Queue job_id (seq: its jobs.seq). A serial job queues among this
+ * process's serial jobs of sandbox_id and runs once every serial job of the
+ * sandbox accepted before it has ended, on any replica; any other job has a
+ * lane of its own and runs as soon as it is claimed. With sync set the
+ * caller runs it itself (api_lane_run); otherwise a worker thread does.
  */
 struct api_lane_entry;
 int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id,
-		     const char *job_id, int64_t seq, const char *request_id, int sync);
+		     const char *job_id, int64_t seq, const char *request_id, int sync,
+		     int serial);
 /*
  * Run a sync entry on this thread when its turn comes (its output streamed
  * to sink, if not NULL). 1: it ran or never will (e is freed); 0: its turn

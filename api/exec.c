@@ -2,19 +2,25 @@
  * POST /sandboxes/{id}/exec: accept a command as a job.
  *
  * The job row and its 'exec.accept' event are written in one statement,
- * only if the sandbox is the caller's and ready (pending or failed: 409);
- * the same statement numbers the job in its sandbox's acceptance order
- * (jobs.seq from sandboxes.job_seq, sql/migrations/007_job_order.sql).
- * The job then queues in the sandbox's lane (lanes.c) and starts when every
- * job of the sandbox accepted before it has ended, on any replica:
+ * only if the sandbox is the caller's and ready (failed: 409; pending: the
+ * request waits for it up to PENDING_WAIT_S, as Orchard does); the same
+ * statement numbers the job in its sandbox's acceptance order (jobs.seq
+ * from sandboxes.job_seq, sql/migrations/007_job_order.sql).
+ *
+ * Jobs of one sandbox run concurrently, as in Orchard: a job starts as soon
+ * as it is accepted. "serial": true opts into strict order
+ * (sql/migrations/019_job_concurrency.sql): the job queues in the sandbox's
+ * lane (lanes.c) and starts when every serial job of the sandbox accepted
+ * before it has ended, on any replica:
  *   wait: false  -> {"job_id", "status": "queued"}; a worker runs it.
  *   wait: true   -> this thread runs it when its turn comes and answers with
  *                   the finished job (from the statement storing it); if its
  *                   turn does not come within timeout_seconds + 30 s, a
  *                   worker takes it over and the answer is the unfinished
  *                   job (status queued/running). When its turn has come
- *                   already, the accepting statement claims it too and it
- *                   runs at once, without a lane.
+ *                   already (always, for a concurrent job), the accepting
+ *                   statement claims it too and it runs at once, without a
+ *                   lane.
  * Idempotency-Key: a retry gets the first job (waited on like the first
  * call), and the command never runs twice.
  */
@@ -44,6 +50,9 @@ struct exec_req {
 	const char *stdin_data;   /* NULL: none */
 	size_t stdin_len;
 	const char *idempotency_key;
+	int serial;               /* strict order among the sandbox's serial jobs */
+	int cwd_strict;           /* a missing cwd fails instead of falling back to / */
+	int64_t max_output;       /* per stream; 0: the server default */
 };
 
 static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, char *msg, size_t msglen)
@@ -78,6 +87,12 @@ static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, 
 	if ((err = orc_json_get_bool(body, "wait", &x->wait, msg, msglen)) < 0)
 		return err;
 	if ((err = orc_json_get_bool(body, "stream", &x->stream, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_bool(body, "serial", &x->serial, msg, msglen)) < 0 ||
+	    (err = orc_json_get_bool(body, "cwd_strict", &x->cwd_strict, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_int(body, "max_output_bytes", &x->max_output, 1, API_OUTPUT_MAX,
+				    msg, msglen)) < 0)
 		return err;
 	if ((accept = api_req_param(r, "HTTP_ACCEPT")) && strstr(accept, "application/x-ndjson"))
 		x->stream = 1;
@@ -127,10 +142,19 @@ static char *event_data(const struct exec_req *x)
 	json_object_object_add(o, "wait", json_object_new_boolean(x->wait));
 	if (x->stdin_data)
 		json_object_object_add(o, "stdin_bytes", json_object_new_int64((int64_t)x->stdin_len));
+	if (x->serial)
+		json_object_object_add(o, "serial", json_object_new_boolean(1));
+	if (x->cwd_strict)
+		json_object_object_add(o, "cwd_strict", json_object_new_boolean(1));
+	if (x->max_output)
+		json_object_object_add(o, "max_output_bytes", json_object_new_int64(x->max_output));
 	s = xstrdup(orc_json_str(o, NULL));
 	json_object_put(o);
 	return s;
 }
+
+/* The accepting statement's own columns, after claim()'s. */
+enum { ACC_STATE = API_CLAIM_NCOLS, ACC_MESSAGE, ACC_INSERTED, ACC_SEQ };
 
 /*
  * Insert the job if the sandbox is the caller's and ready; *seq_out gets
@@ -146,7 +170,8 @@ static char *event_data(const struct exec_req *x)
  * its turn has come already, which is the common case of one caller per
  * sandbox: one commit instead of two. *claimed_out then gets the job in
  * claim()'s layout (job_run.c) for api_job_run_claimed; else it stays NULL
- * and the job waits in its lane as usual. The turn has come when no job of
+ * and the job waits in its lane as usual. A concurrent job's turn has
+ * always come. A serial job's has come when no serial job of
  * the sandbox is queued or running in this statement's snapshot and that
  * snapshot already holds every earlier job: the job_seq it read (s) is one
  * below the one the increment took (n). The increment may have waited for
@@ -158,9 +183,9 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 		      const struct exec_req *x, const char *job_id, int claim, char *msg,
 		      size_t msglen)
 {
-	char tenant[24], timeout[24], lease[24], *data = event_data(x);
-	const char *params[16];
-	int lengths[16] = { 0 }, formats[16] = { 0 };
+	char tenant[24], timeout[24], lease[24], max_output[24], *data = event_data(x);
+	const char *params[19];
+	int lengths[19] = { 0 }, formats[19] = { 0 };
 	PGresult *res = NULL;
 	int err;
 
@@ -185,6 +210,10 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 	snprintf(lease, sizeof(lease), "%d", LEASE_S);
 	params[14] = lease;
 	params[15] = claim ? "true" : "false";
+	params[16] = x->serial ? "true" : "false";
+	snprintf(max_output, sizeof(max_output), "%lld", (long long)x->max_output);
+	params[17] = x->max_output ? max_output : NULL;
+	params[18] = x->cwd_strict ? "true" : "false";
 	err = orc_pg_query_bin(&res, db,
 		/* a paused sandbox (sandbox_pause.c) reads as state 'paused' */
 		"WITH s AS (SELECT id, tenant_id, CASE WHEN state = 'ready' AND (paused OR pause_desired)"
@@ -194,40 +223,40 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 		" AND state = 'ready' AND NOT paused AND NOT pause_desired"
 		" RETURNING id, tenant_id, job_seq, agent_address, agent_token, env, workdir),"
 		" t AS (SELECT n.*, $16::boolean AND n.agent_address IS NOT NULL"
-		" AND n.job_seq = (SELECT s.job_seq + 1 FROM s)"
-		" AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = $1"
-		" AND o.status IN ('queued', 'running')) AS turn, clock_timestamp() AS at FROM n),"
+		" AND (NOT $17::boolean OR (n.job_seq = (SELECT s.job_seq + 1 FROM s)"
+		" AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = $1 AND o.serial"
+		" AND o.status IN ('queued', 'running')))) AS turn, clock_timestamp() AS at FROM n),"
 		" j AS (INSERT INTO jobs (id, sandbox_id, tenant_id, command, cwd, env, login_shell,"
 		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key, seq,"
-		" status, created_at, started_at)"
+		" status, created_at, started_at, serial, max_output_bytes, cwd_strict)"
 		" SELECT $3, t.id, t.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
 		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12, t.job_seq,"
 		" CASE WHEN t.turn THEN 'running' ELSE 'queued' END,"
 		/* one clock reading: a job claimed here starts as it is created */
-		" t.at, CASE WHEN t.turn THEN t.at END"
+		" t.at, CASE WHEN t.turn THEN t.at END, $17::boolean, $18::bigint, $19::boolean"
 		" FROM t RETURNING id, sandbox_id, tenant_id, seq, status, command, cwd, env,"
-		" login_shell, stdin, timeout_seconds),"
+		" login_shell, stdin, timeout_seconds, max_output_bytes, cwd_strict),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id,"
 		" request_id) SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.accept', $13::jsonb,"
 		" $11::bigint, nullif($14, '') FROM j)"
-		/* columns 0-10: claim()'s layout (job_run.c) */
+		/* claim()'s layout (API_CLAIM_*), then ours (ACC_*) */
 		" SELECT t.agent_address, t.agent_token, j.command, j.cwd, j.env, j.login_shell,"
-		" j.stdin, j.timeout_seconds, t.env AS sandbox_env, t.workdir,"
-		" CASE WHEN j.status = 'running' THEN 'run' ELSE 'wait' END,"
+		" j.stdin, j.timeout_seconds, t.env AS sandbox_env, t.workdir, j.max_output_bytes,"
+		" j.cwd_strict, CASE WHEN j.status = 'running' THEN 'run' ELSE 'wait' END,"
 		" s.state, coalesce(s.state_message, ''), j.id IS NOT NULL, j.seq"
 		" FROM s LEFT JOIN j ON true LEFT JOIN t ON true",
-		16, params, lengths, formats);
+		19, params, lengths, formats);
 	free(data);
 	if (err < 0)
 		return err;
 	if (PQntuples(res) != 1)
 		err = ORC_ENOTFOUND;
-	else if (strcmp(PQgetvalue(res, 0, 13), "t")) {
-		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 11), PQgetvalue(res, 0, 12));
+	else if (strcmp(PQgetvalue(res, 0, ACC_INSERTED), "t")) {
+		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, ACC_STATE), PQgetvalue(res, 0, ACC_MESSAGE));
 		err = API_ENOTREADY;
-	} else if (orc_parse_i64(seq_out, PQgetvalue(res, 0, 14), 1, INT64_MAX) < 0) {
+	} else if (orc_parse_i64(seq_out, PQgetvalue(res, 0, ACC_SEQ), 1, INT64_MAX) < 0) {
 		err = ORC_ERROR;
-	} else if (!strcmp(PQgetvalue(res, 0, 10), "run")) {
+	} else if (!strcmp(PQgetvalue(res, 0, API_CLAIM_VERDICT), "run")) {
 		*claimed_out = res;
 		return 0;
 	}
@@ -410,7 +439,8 @@ int api_exec_post(struct api_req *r)
 	}
 	/* A job claimed at once needs no lane: the next one of the sandbox
 	 * sees it running and waits for its orchard_lane. */
-	if (!claimed && (err = api_lane_enqueue(&lane, r->id, job_id, seq, r->request_id, x.wait)) < 0) {
+	if (!claimed && (err = api_lane_enqueue(&lane, r->id, job_id, seq, r->request_id, x.wait,
+						x.serial)) < 0) {
 		api_job_abandon(job_id, "the server is overloaded; the job was not started");
 		err = api_reply_error(r, err, "too many jobs queued; retry later");
 		goto done;

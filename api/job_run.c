@@ -8,6 +8,7 @@
  * result, not the request's).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,8 +20,9 @@
 #include "strutil.h"
 #include "xalloc.h"
 
-#define OUTPUT_CAP (4u << 20)          /* bytes kept per stream */
-#define RESPONSE_MAX (64u << 20)       /* JSON-escaped output of both streams */
+/* The agent's answer holds both streams JSON-escaped: at most 6 bytes
+ * (\u00XX) for each byte kept, plus the other fields. */
+#define RESPONSE_MAX(cap) (12 * (size_t)(cap) + (1u << 20))
 #define AGENT_SLACK_S 10
 /* A result that meets an unavailable database (a restart, a failover) is
  * retried this long: given up, the row would stay running behind this live
@@ -35,6 +37,7 @@ struct job_outcome {
 	char signal[24];
 	const char *out, *err;
 	size_t out_len, err_len;
+	char *err_note;                 /* err with the timeout note, owned */
 	char out_bytes[24], err_bytes[24];
 	int out_trunc, err_trunc, timed_out;
 	char error[512];                /* "" = NULL */
@@ -124,13 +127,15 @@ void api_job_abandon(const char *job_id, const char *why)
 }
 
 /*
- * queued -> running while the sandbox is ready and the job's turn has come:
- * no other job of its sandbox running, none accepted before it (smaller
- * seq, sql/migrations/007_job_order.sql) still queued, whichever replica
- * holds them. No lock is needed against a racing claim of another job of
- * the sandbox: seq order is commit order, so a claim whose snapshot shows
- * every earlier job ended cannot overlap any of them, and a later job's
- * claim sees this one queued or running until it has ended. One statement
+ * queued -> running while the sandbox is ready and the job's turn has come.
+ * A concurrent job's turn comes at once. A serial job's
+ * (sql/migrations/019_job_concurrency.sql) comes when no other serial job
+ * of its sandbox is running and none accepted before it (smaller seq,
+ * sql/migrations/007_job_order.sql) is still queued, whichever replica
+ * holds them. No lock is needed against a racing claim of another serial
+ * job of the sandbox: seq order is commit order, so a claim whose snapshot
+ * shows every earlier serial job ended cannot overlap any of them, and a
+ * later serial job's claim sees this one queued or running until it ended. One statement
  * also says why a job was not claimed. The statement accepting a wait: true
  * job (exec.c) claims it itself when its turn has come already, and answers
  * in this statement's layout for api_job_run_claimed.
@@ -157,10 +162,12 @@ static int claim(PGresult **out, const char *job_id)
 		" runner = $2, lease_until = now() + $3::int * interval '1 second'"
 		" FROM sandboxes s WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id"
 		" AND s.state = 'ready' AND s.agent_address IS NOT NULL"
-		" AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = j.sandbox_id AND o.id <> j.id"
-		" AND (o.status = 'running' OR (o.status = 'queued' AND o.seq < j.seq)))"
+		" AND (NOT j.serial OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = j.sandbox_id"
+		" AND o.id <> j.id AND o.serial"
+		" AND (o.status = 'running' OR (o.status = 'queued' AND o.seq < j.seq))))"
 		" RETURNING s.agent_address, s.agent_token, j.command, j.cwd, j.env, j.login_shell,"
-		" j.stdin, j.timeout_seconds, s.env AS sandbox_env, s.workdir),"
+		" j.stdin, j.timeout_seconds, s.env AS sandbox_env, s.workdir, j.max_output_bytes,"
+		" j.cwd_strict),"
 		" q AS (SELECT j.status, s.state, s.agent_address FROM jobs j"
 		" JOIN sandboxes s ON s.id = j.sandbox_id WHERE j.id = $1)"
 		" SELECT c.*, CASE WHEN c.agent_address IS NOT NULL THEN 'run'"
@@ -174,7 +181,7 @@ static int claim(PGresult **out, const char *job_id)
 			orc_log(ORC_LOG_WARN, "cannot claim the job; trying again later", "job_id", job_id, NULL);
 		return API_EAGAIN;
 	}
-	verdict = PQntuples(res) == 1 ? PQgetvalue(res, 0, 10) : "gone";
+	verdict = PQntuples(res) == 1 ? PQgetvalue(res, 0, API_CLAIM_VERDICT) : "gone";
 	if (!strcmp(verdict, "run")) {
 		*out = res;
 		return 0;
@@ -185,20 +192,31 @@ static int claim(PGresult **out, const char *job_id)
 	return err;
 }
 
+/* The job's per-stream output cap (API_CLAIM_MAX_OUTPUT, NULL: default). */
+static size_t output_cap(PGresult *job)
+{
+	int64_t cap;
+
+	if (PQgetisnull(job, 0, API_CLAIM_MAX_OUTPUT) ||
+	    orc_parse_i64(&cap, PQgetvalue(job, 0, API_CLAIM_MAX_OUTPUT), 1, API_OUTPUT_MAX) < 0)
+		return API_OUTPUT_DEFAULT;
+	return (size_t)cap;
+}
+
 static char *agent_body(PGresult *job, const char *job_id, int64_t timeout, int stream)
 {
 	json_object *o = json_object_new_object();
 	unsigned char *in = NULL;
 	size_t in_len = 0;
 	char *s;
-	json_object *env = json_tokener_parse(PQgetvalue(job, 0, 8)), *job_env;
+	json_object *env = json_tokener_parse(PQgetvalue(job, 0, API_CLAIM_SANDBOX_ENV)), *job_env;
 
 	/* The sandbox's env and workdir are defaults under the job's own. */
 	if (!env || !json_object_is_type(env, json_type_object)) {
 		json_object_put(env);
 		env = json_object_new_object();
 	}
-	job_env = json_tokener_parse(PQgetvalue(job, 0, 4));
+	job_env = json_tokener_parse(PQgetvalue(job, 0, API_CLAIM_ENV));
 	if (job_env && json_object_is_type(job_env, json_type_object)) {
 		json_object_object_foreach(job_env, k, v)
 			json_object_object_add(env, k, json_object_get(v));
@@ -206,20 +224,23 @@ static char *agent_body(PGresult *job, const char *job_id, int64_t timeout, int 
 	json_object_put(job_env);
 	/* the agent knows the job by it for POST /exec/cancel */
 	json_object_object_add(o, "job_id", json_object_new_string(job_id));
-	json_object_object_add(o, "command", json_tokener_parse(PQgetvalue(job, 0, 2)));
-	if (!PQgetisnull(job, 0, 3))
-		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, 3)));
-	else if (!PQgetisnull(job, 0, 9))
-		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, 9)));
+	json_object_object_add(o, "command", json_tokener_parse(PQgetvalue(job, 0, API_CLAIM_COMMAND)));
+	if (!PQgetisnull(job, 0, API_CLAIM_CWD))
+		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, API_CLAIM_CWD)));
+	else if (!PQgetisnull(job, 0, API_CLAIM_WORKDIR))
+		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, API_CLAIM_WORKDIR)));
+	/* Orchard runs a command whose cwd is missing in / instead */
+	if (PQgetvalue(job, 0, API_CLAIM_CWD_STRICT)[0] != 't')
+		json_object_object_add(o, "cwd_fallback", json_object_new_string("/"));
 	json_object_object_add(o, "env", env);
 	json_object_object_add(o, "login_shell",
-			       json_object_new_boolean(PQgetvalue(job, 0, 5)[0] == 't'));
+			       json_object_new_boolean(PQgetvalue(job, 0, API_CLAIM_LOGIN_SHELL)[0] == 't'));
 	json_object_object_add(o, "timeout_seconds", json_object_new_int64(timeout));
-	json_object_object_add(o, "max_output_bytes", json_object_new_int64(OUTPUT_CAP));
+	json_object_object_add(o, "max_output_bytes", json_object_new_int64((int64_t)output_cap(job)));
 	if (stream)
 		json_object_object_add(o, "stream", json_object_new_boolean(1));
-	if (!PQgetisnull(job, 0, 6) &&
-	    (in = PQunescapeBytea((const unsigned char *)PQgetvalue(job, 0, 6), &in_len))) {
+	if (!PQgetisnull(job, 0, API_CLAIM_STDIN) &&
+	    (in = PQunescapeBytea((const unsigned char *)PQgetvalue(job, 0, API_CLAIM_STDIN), &in_len))) {
 		json_object_object_add(o, "stdin", json_object_new_string_len((const char *)in, (int)in_len));
 		PQfreemem(in);
 	}
@@ -273,22 +294,33 @@ static void outcome_from_agent(struct job_outcome *o, json_object *resp, int64_t
 		snprintf(o->out_bytes, sizeof(o->out_bytes), "%zu", o->out_len);
 	if (!o->err_bytes[0])
 		snprintf(o->err_bytes, sizeof(o->err_bytes), "%zu", o->err_len);
-	if (o->timed_out)
+	/* Orchard's exit_code of a command killed by signal N is -N (Python's
+	 * returncode); ours stays in "signal" too */
+	if (o->signal[0] && strcmp(o->signal, "0"))
+		snprintf(o->exit_code, sizeof(o->exit_code), "%lld", -strtoll(o->signal, NULL, 10));
+	if (o->timed_out) {
 		snprintf(o->error, sizeof(o->error), "Command timed out after %llds", (long long)timeout);
-	else if (!o->exit_code[0])
+		/* Orchard's note at the end of stderr, after the command's own
+		 * bytes (stderr_bytes counts those only) */
+		o->err_note = xasprintf("%.*s\nCommand timed out after %llds and was killed",
+					(int)o->err_len, o->err, (long long)timeout);
+		o->err = o->err_note;
+		o->err_len = strlen(o->err_note);
+	} else if (!o->exit_code[0]) {
 		snprintf(o->error, sizeof(o->error), "the agent reported no exit code");
+	}
 	o->status = !o->timed_out && !strcmp(o->exit_code, "0") ? "succeeded" : "failed";
 }
 
 /* The agent's answer to a plain /exec: the result object in *resp. */
 static void call_plain(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
-		       int64_t timeout)
+		       int64_t timeout, size_t cap)
 {
 	struct orc_buf body = ORC_BUF_INIT;
 	long status = 0;
 	int err;
 
-	orc_buf_init(&body, RESPONSE_MAX);
+	orc_buf_init(&body, RESPONSE_MAX(cap));
 	err = orc_agent_call(&body, &status, req);
 	if (err == ORC_EUNAVAIL) {
 		snprintf(o->error, sizeof(o->error), "agent unreachable: cannot connect to the sandbox's agent");
@@ -296,7 +328,7 @@ static void call_plain(struct job_outcome *o, json_object **resp, const struct o
 		snprintf(o->error, sizeof(o->error), "agent did not answer within %llds",
 			 (long long)(timeout + AGENT_SLACK_S));
 	} else if (err == ORC_ETOOBIG) {
-		snprintf(o->error, sizeof(o->error), "agent response is larger than %u bytes", RESPONSE_MAX);
+		snprintf(o->error, sizeof(o->error), "agent response is larger than %zu bytes", RESPONSE_MAX(cap));
 	} else if (err < 0) {
 		snprintf(o->error, sizeof(o->error), "agent call failed");
 	} else if (orc_json_parse_object(resp, body.ptr ? body.ptr : "", body.len, NULL, 0) < 0) {
@@ -314,13 +346,13 @@ static void call_plain(struct job_outcome *o, json_object **resp, const struct o
 
 /* The same with "stream": true, output lines passed to sink as they come. */
 static void call_stream(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
-			int64_t timeout, const struct api_job_sink *sink)
+			int64_t timeout, size_t cap, const struct api_job_sink *sink)
 {
 	struct api_job_stream js;
 	long status = 0;
 	int err;
 
-	api_job_stream_init(&js, sink, OUTPUT_CAP);
+	api_job_stream_init(&js, sink, cap);
 	err = orc_agent_stream(&status, req, api_job_stream_feed, &js);
 	*resp = api_job_stream_result(&js);
 	if (err == ORC_EUNAVAIL) {
@@ -354,12 +386,12 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 
 	memset(&o, 0, sizeof(o));
 	o.status = "failed";
-	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, 7), 1, 86400) < 0)
+	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, API_CLAIM_TIMEOUT), 1, 86400) < 0)
 		timeout = 300;
 	body = agent_body(job, job_id, timeout, sink != NULL);
 	memset(&req, 0, sizeof(req));
-	req.address = PQgetvalue(job, 0, 0);
-	req.token = PQgetvalue(job, 0, 1);
+	req.address = PQgetvalue(job, 0, API_CLAIM_ADDRESS);
+	req.token = PQgetvalue(job, 0, API_CLAIM_TOKEN);
 	req.method = "POST";
 	req.path = "/exec";
 	req.body = body;
@@ -368,9 +400,9 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 	req.request_id = request_id;
 	t0 = orc_mono_ms();
 	if (sink)
-		call_stream(&o, &resp, &req, timeout, sink);
+		call_stream(&o, &resp, &req, timeout, output_cap(job), sink);
 	else
-		call_plain(&o, &resp, &req, timeout);
+		call_plain(&o, &resp, &req, timeout, output_cap(job));
 	api_metrics_exec(o.status, orc_mono_ms() - t0);
 	if (o.error[0] && !o.timed_out)
 		orc_log(ORC_LOG_WARN, "exec failed", "job_id", job_id, "agent", req.address,
@@ -383,6 +415,7 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 	       orc_mono_ms() - since < DB_RETRY_MS)
 		usleep(DB_RETRY_PAUSE_US);
 	json_object_put(resp);
+	free(o.err_note);
 	free(body);
 	return err;
 }

@@ -1,6 +1,10 @@
 /*
- * Per-sandbox lanes: this process's jobs of a sandbox, tried one at a time
- * in acceptance order, each run once its turn has come across all replicas.
+ * Lanes: this process's serial jobs of a sandbox, tried one at a time in
+ * acceptance order, each run once its turn has come across all replicas.
+ * A concurrent job (the default, sql/migrations/019_job_concurrency.sql)
+ * has a lane of its own, keyed by its id, so nothing holds it back; it is
+ * tried here only when accepting it did not run it at once (wait: false, or
+ * the database was unavailable for the claim).
  *
  * The order itself lives in the database (sql/migrations/007_job_order.sql):
  * every job has a per-sandbox seq, and a job is claimed only when no job of
@@ -37,6 +41,9 @@
 #define LANE_BUCKETS 1024
 #define QUEUE_MAX 10000   /* accepted-but-not-started jobs in this process */
 #define RECHECK_MS 5000   /* parked lanes are tried again this often */
+#define WORKERS_MAX 256   /* wait: false jobs running at once in this process */
+#define IDLE_EXIT_MS 60000 /* a worker above the minimum idle this long ends */
+#define KEY_MAX ((API_MAX_ID > 64 ? API_MAX_ID : 64) + 2)
 
 struct lane;
 
@@ -54,7 +61,7 @@ struct api_lane_entry {
 
 struct lane {
 	struct lane *hnext;
-	char sandbox_id[API_MAX_ID + 1];
+	char key[KEY_MAX + 1];            /* "s:" sandbox id, or "j:" job id */
 	struct api_lane_entry *head;      /* sorted by seq */
 	struct api_lane_entry *trying;    /* dispatched, not yet back */
 	uint64_t wakes;                   /* wake-ups and arrivals so far */
@@ -66,6 +73,8 @@ static struct {
 	pthread_cond_t work;
 	struct lane *buckets[LANE_BUCKETS];
 	struct api_lane_entry *run_head, *run_tail;
+	int run_len;                      /* entries in the worker queue */
+	int workers, idle, min_workers;   /* worker threads, those waiting */
 	int queued;
 	int64_t next_sweep;               /* orc_mono_ms of the next re-check */
 } L = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -95,17 +104,17 @@ static void mono_timespec(struct timespec *ts, int64_t ms)
 	ts->tv_nsec = (ms % 1000) * 1000000L;
 }
 
-static struct lane *lane_get(const char *sandbox_id, int create)
+static struct lane *lane_get(const char *key, int create)
 {
-	struct lane **b = &L.buckets[hash(sandbox_id)], *l;
+	struct lane **b = &L.buckets[hash(key)], *l;
 
 	for (l = *b; l; l = l->hnext)
-		if (!strcmp(l->sandbox_id, sandbox_id))
+		if (!strcmp(l->key, key))
 			return l;
 	if (!create)
 		return NULL;
 	l = xcalloc(1, sizeof(*l));
-	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", sandbox_id);
+	snprintf(l->key, sizeof(l->key), "%s", key);
 	l->hnext = *b;
 	*b = l;
 	return l;
@@ -113,13 +122,30 @@ static struct lane *lane_get(const char *sandbox_id, int create)
 
 static void lane_drop(struct lane *l)
 {
-	struct lane **p = &L.buckets[hash(l->sandbox_id)];
+	struct lane **p = &L.buckets[hash(l->key)];
 
 	while (*p && *p != l)
 		p = &(*p)->hnext;
 	if (*p)
 		*p = l->hnext;
 	free(l);
+}
+
+static void *worker_main(void *arg);
+
+/* One more worker thread. Locked. */
+static int worker_spawn(void)
+{
+	pthread_t t;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, worker_main, NULL)) != 0) {
+		orc_logf(ORC_LOG_ERROR, "pthread_create() for an exec worker failed: %s", strerror(rc));
+		return ORC_ERROR;
+	}
+	pthread_detach(t);
+	L.workers++;
+	return 0;
 }
 
 /* Try the lane's lowest entry unless one is being tried. Locked. */
@@ -142,7 +168,12 @@ static void lane_dispatch(struct lane *l)
 	else
 		L.run_head = e;
 	L.run_tail = e;
+	L.run_len++;
 	pthread_cond_signal(&L.work);
+	/* concurrent jobs each hold a worker while they run: grow the pool
+	 * rather than let a long one hold back the rest */
+	if (L.run_len > L.idle && L.workers < WORKERS_MAX)
+		worker_spawn();
 }
 
 static void lane_wake(struct lane *l)
@@ -199,11 +230,17 @@ static void entry_free(struct api_lane_entry *e)
 	free(e);
 }
 
+static void lane_key(char out[KEY_MAX + 1], char kind, const char *id)
+{
+	snprintf(out, KEY_MAX + 1, "%c:%s", kind, id);
+}
+
 int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const char *job_id,
-		     int64_t seq, const char *request_id, int sync)
+		     int64_t seq, const char *request_id, int sync, int serial)
 {
 	struct api_lane_entry *e, **p;
 	struct lane *l;
+	char key[KEY_MAX + 1];
 
 	pthread_mutex_lock(&L.lock);
 	if (L.queued >= QUEUE_MAX) {
@@ -216,7 +253,11 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const 
 	e->seq = seq;
 	e->sync = sync;
 	cond_init_mono(&e->cond);
-	l = lane_get(sandbox_id, 1);
+	if (serial)
+		lane_key(key, 's', sandbox_id);
+	else
+		lane_key(key, 'j', job_id);
+	l = lane_get(key, 1);
 	e->lane = l;
 	/* Usually the tail; an earlier job accepted by a racing request
 	 * thread of this process may arrive after a later one. */
@@ -280,9 +321,11 @@ int api_lane_run(PGresult **out, struct api_lane_entry *e, int64_t deadline_ms,
 void api_lanes_wake(const char *sandbox_id)
 {
 	struct lane *l;
+	char key[KEY_MAX + 1];
 
+	lane_key(key, 's', sandbox_id);
 	pthread_mutex_lock(&L.lock);
-	if ((l = lane_get(sandbox_id, 0)))
+	if ((l = lane_get(key, 0)))
 		lane_wake(l);
 	pthread_mutex_unlock(&L.lock);
 }
@@ -299,22 +342,32 @@ static void *worker_main(void *arg)
 {
 	struct api_lane_entry *e;
 	struct timespec ts;
+	int64_t idle_since;
 	int done;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&L.lock);
+		idle_since = orc_mono_ms();
 		for (;;) {
 			sweep_if_due();
 			if (L.run_head)
 				break;
+			if (L.workers > L.min_workers && orc_mono_ms() - idle_since >= IDLE_EXIT_MS) {
+				L.workers--;
+				pthread_mutex_unlock(&L.lock);
+				return NULL;
+			}
 			mono_timespec(&ts, L.next_sweep);
+			L.idle++;
 			pthread_cond_timedwait(&L.work, &L.lock, &ts);
+			L.idle--;
 		}
 		e = L.run_head;
 		L.run_head = e->run_next;
 		if (!L.run_head)
 			L.run_tail = NULL;
+		L.run_len--;
 		pthread_mutex_unlock(&L.lock);
 		done = try_run(NULL, e, NULL) != API_EAGAIN;
 		pthread_mutex_lock(&L.lock);
@@ -328,16 +381,13 @@ static void *worker_main(void *arg)
 
 int api_lanes_start(int workers)
 {
-	int i, rc;
+	int i, err = 0;
 
 	cond_init_mono(&L.work);
-	for (i = 0; i < workers; i++) {
-		pthread_t t;
-		if ((rc = pthread_create(&t, NULL, worker_main, NULL)) != 0) {
-			orc_logf(ORC_LOG_ERROR, "pthread_create() for an exec worker failed: %s", strerror(rc));
-			return ORC_ERROR;
-		}
-		pthread_detach(t);
-	}
-	return 0;
+	pthread_mutex_lock(&L.lock);
+	L.min_workers = workers;
+	for (i = 0; i < workers && err == 0; i++)
+		err = worker_spawn();
+	pthread_mutex_unlock(&L.lock);
+	return err;
 }

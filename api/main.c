@@ -16,7 +16,8 @@
  *   ORCHARD_API_THREADS    request threads (default 256)
  *   ORCHARD_API_AUTH_THREADS  threads of the auth socket (default 8)
  *   ORCHARD_DB_POOL        database connections (default 8)
- *   ORCHARD_API_WORKERS    exec worker threads for wait:false jobs (default 4)
+ *   ORCHARD_API_WORKERS    exec worker threads kept for wait:false jobs (default 4;
+ *                          more start while jobs run, up to 256)
  *   ORCHARD_API_RAW_MAX    largest raw upload (files/raw, archive) in bytes
  *                          (default 1 GiB, the agent's own default limit)
  *   ORCHARD_API_REPLAYS, ORCHARD_API_REPLAYS_PER_TENANT

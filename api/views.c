@@ -38,7 +38,7 @@ const char api_job_cols[] =
 	"j.id, j.sandbox_id, j.command, j.status, j.stdout, j.stderr, j.exit_code, "
 	EPOCH("j.created_at") ", " EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
 	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
-	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds";
+	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds, j.seq, j.serial, j.max_output_bytes";
 
 /* The same columns without the output (lists): NULL where stdout and
  * stderr are. */
@@ -46,12 +46,13 @@ const char api_job_summary_cols[] =
 	"j.id, j.sandbox_id, j.command, j.status, NULL::bytea, NULL::bytea, j.exit_code, "
 	EPOCH("j.created_at") ", " EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
 	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
-	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds";
+	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds, j.seq, j.serial, j.max_output_bytes";
 
 enum {
 	J_ID, J_SANDBOX, J_COMMAND, J_STATUS, J_STDOUT, J_STDERR, J_EXIT, J_CREATED,
 	J_STARTED, J_COMPLETED, J_ERROR, J_TIMED_OUT, J_SIGNAL, J_STDOUT_BYTES,
-	J_STDERR_BYTES, J_STDOUT_TRUNC, J_STDERR_TRUNC, J_KIND, J_CWD, J_TIMEOUT,
+	J_STDERR_BYTES, J_STDOUT_TRUNC, J_STDERR_TRUNC, J_KIND, J_CWD, J_TIMEOUT, J_SEQ, J_SERIAL,
+	J_MAX_OUTPUT,
 };
 
 _Static_assert(J_STATUS == API_JOB_COL_STATUS, "api.h knows where status is");
@@ -177,6 +178,10 @@ json_object *api_job_view(PGresult *res, int row)
 	json_object_object_add(o, "kind", col_str(res, row, J_KIND));
 	json_object_object_add(o, "cwd", col_str(res, row, J_CWD));
 	json_object_object_add(o, "timeout_seconds", col_int(res, row, J_TIMEOUT));
+	json_object_object_add(o, "seq", col_int(res, row, J_SEQ));
+	json_object_object_add(o, "serial", col_bool(res, row, J_SERIAL));
+	json_object_object_add(o, "max_output_bytes", PQgetisnull(res, row, J_MAX_OUTPUT) ?
+			       json_object_new_int64(API_OUTPUT_DEFAULT) : col_int(res, row, J_MAX_OUTPUT));
 	return o;
 }
 

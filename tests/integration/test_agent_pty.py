@@ -326,25 +326,6 @@ def test_cancel_running_exec_kills_its_process_group(agent, tmp_path):
     assert agent.cancel("run-1") == (404, {"error": "no such job"})
 
 
-def test_cancel_queued_exec_answers_it_without_running_it(agent, tmp_path):
-    marker = tmp_path / "ran"
-    ta, a = run_in_thread(agent.exec, job_id="first", command="sleep 1.5; echo first")
-    time.sleep(0.3)
-    tb, b = run_in_thread(agent.exec, job_id="second", command="touch %s" % marker)
-    time.sleep(0.3)
-    status, body = agent.cancel("second")
-    assert (status, body) == (200, {"cancelled": True, "state": "queued"})
-    tb.join(5)
-    assert not ta.is_alive() or "result" in b, "the cancelled exec waited for the running one"
-    res = b["result"]
-    assert res["cancelled"] is True and res["exit_code"] is None and res["signal"] is None
-    assert res["stdout"] == "" and res["started_at"] is None
-    ta.join(10)
-    assert a["result"]["exit_code"] == 0 and a["result"]["stdout"] == "first\n"
-    assert a["result"]["cancelled"] is False
-    assert not marker.exists()
-
-
 def test_cancel_errors(agent):
     assert agent.cancel("never-seen")[0] == 404
     assert agent.request("POST", "/exec/cancel", {"job_id": "bad id!"})[0] == 400

@@ -507,7 +507,7 @@ def test_cancel_running_job_asks_the_agent_with_its_job_id(stack, admin):
         job = r.json()
         assert time.monotonic() - t0 < 10
         assert job["status"] == "failed" and job["error"] == "cancelled", job
-        assert job["exit_code"] == 137 and job["signal"] == 9, job
+        assert job["exit_code"] == -9 and job["signal"] == 9, job
         assert stack.scalar("SELECT count(*) FROM events WHERE job_id = %s AND kind = 'exec.cancel'"
                             % q(job_id)) == "1"
         assert_error(admin.post("%s/jobs/%s/cancel" % (stack.url, job_id)), 409, "conflict")

@@ -148,7 +148,7 @@ def bracketed(numbers):
 
 def submit(stack, admin, b, replica, sandbox, command, wait=False, **fields):
     """POST exec through replica "a" (nginx) or "b" (its socket): (status, body)."""
-    body = dict(fields, command=command, wait=wait)
+    body = dict(fields, command=command, wait=wait, serial=True)
     if replica == "a":
         r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sandbox), json=body)
         return r.status_code, r.json()
@@ -297,7 +297,8 @@ def test_streamed_exec_waits_for_the_other_replicas_job(stack, admin, sandbox, r
     status, first = submit(stack, admin, b, "b", sandbox, log_command(log, 1, "1"))
     assert status == 200, first
     r = admin.post("%s/v1/sandboxes/%s/exec" % (stack.url, sandbox),
-                   json={"command": log_command(log, 2) + "; echo streamed", "stream": True})
+                   json={"command": log_command(log, 2) + "; echo streamed", "stream": True,
+                            "serial": True})
     assert r.status_code == 200, r.text
     lines = [json.loads(line) for line in r.text.splitlines()]
     assert lines[0]["type"] == "job" and lines[-1]["type"] == "exit", lines
