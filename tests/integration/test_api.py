@@ -371,8 +371,8 @@ def test_job_list_newest_first_with_cursor(stack, admin, other):
 
 def test_cancel_queued_job(stack, admin, other, sandbox):
     marker = "/workspace/%s" % unique("cancelled")
-    first = exec_async(stack, admin, sandbox, "sleep 3")
-    queued = exec_async(stack, admin, sandbox, "touch %s" % marker)
+    first = exec_async(stack, admin, sandbox, "sleep 3", serial=True)
+    queued = exec_async(stack, admin, sandbox, "touch %s" % marker, serial=True)
     before = stack.counts()
     assert_error(other.post("%s/jobs/%s/cancel" % (stack.url, queued)), 404, "not_found")
     assert_error(admin.post("%s/jobs/no-such-job/cancel" % stack.url), 404, "not_found")

@@ -281,9 +281,9 @@ def test_queued_job_of_a_dead_replica_fails_and_the_next_proceeds(stack, admin, 
     stack.psql(
         "WITH n AS (UPDATE sandboxes SET job_seq = job_seq + 1 WHERE id = '%s'"
         " RETURNING id, tenant_id, job_seq)"
-        " INSERT INTO jobs (id, sandbox_id, tenant_id, command, runner, lease_until, seq)"
+        " INSERT INTO jobs (id, sandbox_id, tenant_id, command, runner, lease_until, seq, serial)"
         " SELECT '%s', n.id, n.tenant_id, '\"true\"', 'gone-host:1:1', now() - interval '1 second',"
-        " n.job_seq FROM n" % (sandbox, dead))
+        " n.job_seq, true FROM n" % (sandbox, dead))
     status, job = submit(stack, admin, b, "b", sandbox, "echo after-the-dead-one", wait=True)
     assert status == 200 and job["status"] == "succeeded", job
     assert job["stdout"] == "after-the-dead-one\n"
