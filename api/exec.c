@@ -38,6 +38,7 @@
 
 #define STDIN_MAX (8u << 20)
 #define WAIT_SLACK_S 30
+#define PENDING_WAIT_S 15 /* Orchard's agent_ready_wait_seconds */
 
 struct exec_req {
 	json_object *command;
@@ -264,6 +265,33 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 	return err;
 }
 
+/*
+ * insert_job, but a sandbox that is still pending is waited for (its
+ * orchard_sandbox notifications) up to PENDING_WAIT_S, as Orchard does, so
+ * an exec right after create(wait_ready=False) works. *db is released
+ * while waiting; NULL when it could not be had again (the error says so).
+ */
+static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGconn **db,
+				 struct api_req *r, const struct exec_req *x, const char *job_id,
+				 char *msg, size_t msglen)
+{
+	int64_t until = orc_mono_ms() + PENDING_WAIT_S * 1000;
+	struct api_waiter w;
+	int err;
+
+	api_waiter_init(&w, API_CHAN_SANDBOX, r->id);
+	for (;;) {
+		err = insert_job(claimed_out, seq_out, *db, r, x, job_id, x->wait, msg, msglen);
+		if (err != API_ENOTREADY || strncmp(msg, "pending\t", 8) || orc_mono_ms() >= until)
+			return err;
+		orc_pg_pool_release(&api_server.db, *db);
+		*db = NULL;
+		api_waiter_wait(&w, until);
+		if ((err = orc_pg_pool_acquire(&api_server.db, db)) < 0)
+			return err;
+	}
+}
+
 static int reply_job_row(struct api_req *r, PGresult *res)
 {
 	api_own_pg(r, res);
@@ -415,7 +443,7 @@ int api_exec_post(struct api_req *r)
 			goto replayed;
 	}
 	new_job_id(job_id);
-	err = insert_job(&claimed, &seq, db, r, &x, job_id, x.wait, msg, sizeof(msg));
+	err = insert_job_when_ready(&claimed, &seq, &db, r, &x, job_id, msg, sizeof(msg));
 	if (err == ORC_ECONFLICT && x.idempotency_key) {
 		/* a concurrent retry with the same key inserted first */
 		err = replay(r, &x, &db);

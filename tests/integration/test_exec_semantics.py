@@ -135,3 +135,29 @@ def test_bad_max_output_bytes_is_refused_and_runs_nothing(stack, admin, sandbox,
     code, body = curl_exec(stack, sandbox, {"command": "true", "max_output_bytes": value})
     assert code in (400, 422) and "max_output_bytes" in body["detail"], body
     assert stack.scalar("SELECT count(*) FROM jobs WHERE sandbox_id = '%s'" % sandbox) == before
+
+
+def test_exec_on_a_pending_sandbox_waits_until_it_is_ready(stack, admin, sandbox):
+    """A pending sandbox row (no driver acts on it) becomes ready with the
+    shared sandbox's agent while an exec on it waits: the exec runs there
+    instead of answering 409 not_ready at once."""
+    sid = "pend-%s" % uuid.uuid4().hex[:8]
+    stack.psql("INSERT INTO sandboxes (id, tenant_id, image, driver, state, cpu, memory,"
+               " cpu_millis, memory_bytes, agent_token) SELECT '%s', id, 'host', 'fake', 'pending', '1', '1Gi',"
+               " 1000, 1073741824, 'none' FROM tenants WHERE name = 'default'" % sid)
+    answer = {}
+    try:
+        t = threading.Thread(target=lambda: answer.update(res=curl_exec(
+            stack, sid, {"command": "echo waited", "wait": True})))
+        t.start()
+        t.join(2)
+        assert t.is_alive(), answer   # still waiting, not refused
+        stack.psql("UPDATE sandboxes SET state = 'ready', ready_at = now(),"
+                   " agent_address = r.agent_address, agent_token = r.agent_token"
+                   " FROM sandboxes r WHERE r.id = '%s' AND sandboxes.id = '%s'" % (sandbox, sid))
+        t.join(60)
+        code, job = answer["res"]
+        assert code == 200 and job["status"] == "succeeded" and job["stdout"] == "waited\n", job
+    finally:
+        stack.psql("UPDATE sandboxes SET state = 'deleted', agent_address = NULL"
+                   " WHERE id = '%s'" % sid)
