@@ -212,24 +212,28 @@ def test_tls_versions(ngx):
     assert ngx.get("/health").ok
 
 
-def test_api_down_is_502_json(ngx):
+def test_api_down_is_503_json_with_retry_after(ngx):
+    """An outage is 503 with Retry-After: Orchard's SDK retries those."""
     ngx.api.close()
     try:
-        assert_error(ngx.get("/health"), 502, "unavailable")
-        assert_error(ngx.get("/sandboxes", key=GOOD_KEY), 502, "unavailable")
+        for r in (ngx.get("/health"), ngx.get("/sandboxes", key=GOOD_KEY)):
+            assert_error(r, 503, "unavailable")
+            assert r.headers.get("Retry-After") == "5" and r.headers.get("X-Request-ID"), r.headers
     finally:
         ngx.api = FakeApi(ngx.api.path)
         ngx.api.agent_upstream = "http://unix:%s:" % ngx.agent.path
 
 
-def test_auth_socket_down_is_502_json(ngx):
+def test_auth_socket_down_is_503_json(ngx):
     """The auth subrequest has its own socket: without it a keyed request is
-    502 "orchard-api is unavailable", never a 500, and open routes still work."""
+    503 "orchard-api is unavailable" with Retry-After, never a 500, and open
+    routes still work."""
     os.unlink(ngx.api.auth_path)   # nothing listens there any more
     try:
         assert ngx.get("/health").status_code == 200
         r = ngx.get("/sandboxes", key=GOOD_KEY)
-        assert_error(r, 502, "unavailable", "orchard-api is unavailable")
+        assert_error(r, 503, "unavailable", "orchard-api is unavailable")
+        assert r.headers.get("Retry-After") == "5", r.headers
     finally:
         ngx.api.close()
         ngx.api = FakeApi(ngx.api.path)
