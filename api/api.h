@@ -71,6 +71,13 @@ void api_auth_limit_init(int burst);
 int api_auth_limit_allows(const char *key_id, const char *addr);
 void api_auth_limit_failed(const char *key_id, const char *addr);
 
+/* ---- tenant_share.c: one tenant's share of the request threads -------- */
+
+void api_tenant_share_init(int threads, int cap);
+/* 0, or ORC_EQUOTA when tenant has cap requests in flight already. */
+int api_tenant_share_enter(int64_t tenant);
+void api_tenant_share_leave(int64_t tenant);
+
 /* ---- peer.c: who may connect to the sockets ---------------------------- */
 
 /* Read ORCHARD_API_SOCKET_GROUP/_MODE and ORCHARD_API_PEER_UIDS. */

@@ -14,6 +14,8 @@
  *                          address in a burst, refilled over a minute
  *                          (default 20; 0: no limit; auth_limit.c)
  *   ORCHARD_API_THREADS    request threads (default 256)
+ *   ORCHARD_API_TENANT_THREADS  requests one tenant may have in flight
+ *                          (default 3/4 of ORCHARD_API_THREADS; tenant_share.c)
  *   ORCHARD_API_AUTH_THREADS  threads of the auth socket (default 8)
  *   ORCHARD_DB_POOL        database connections (default 8)
  *   ORCHARD_API_WORKERS    exec worker threads kept for wait:false jobs (default 4;
@@ -144,6 +146,9 @@ int main(int argc, char **argv)
 	auth_listener.path = auth_sock;
 	api_server.threads = env_int("ORCHARD_API_THREADS", 256, 1, 4096);
 	auth_threads = env_int("ORCHARD_API_AUTH_THREADS", 8, 1, 256);
+	api_tenant_share_init(api_server.threads,
+			      env_int("ORCHARD_API_TENANT_THREADS",
+				      api_server.threads - api_server.threads / 4, 1, 4096));
 	api_server.workers = env_int("ORCHARD_API_WORKERS", 4, 1, 256);
 	api_server.raw_max = env_i64("ORCHARD_API_RAW_MAX", (int64_t)1 << 30, 1, (int64_t)1 << 42);
 	api_server.driver = getenv("ORCHARD_DRIVER");

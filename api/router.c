@@ -232,7 +232,13 @@ void api_dispatch(struct api_req *r)
 			goto done;
 		}
 	}
+	if (api_tenant_share_enter(r->tenant_id) < 0) {
+		api_reply_error(r, ORC_EQUOTA, "too many requests of this tenant in flight; "
+				"retry when some have answered");
+		goto done;
+	}
 	hit->handler(r);
+	api_tenant_share_leave(r->tenant_id);
 	if (!r->replied)
 		api_reply_error(r, ORC_ERROR, "handler sent no response");
 done:
