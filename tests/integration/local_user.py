@@ -6,10 +6,16 @@ so no test leaves an account behind on the host.
 import grp
 import os
 import pwd
+import shutil
 import subprocess
 import uuid
 
 import pytest
+
+
+def _tool(name):
+    # /usr/sbin may be missing from a CI runner's PATH.
+    return shutil.which(name) or os.path.join("/usr/sbin", name)
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +23,15 @@ def local_user():
     if os.geteuid() != 0:
         pytest.skip("creating a local user needs root")
     name = "orc-t%s" % uuid.uuid4().hex[:8]
-    subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
+    subprocess.run([_tool("useradd"), "--system", "--no-create-home", "--user-group",
                     "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
     try:
         yield pwd.getpwnam(name)
     finally:
-        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run([_tool("userdel"), name], capture_output=True)
         try:
             grp.getgrnam(name)
-            subprocess.run(["groupdel", name], capture_output=True)
+            subprocess.run([_tool("groupdel"), name], capture_output=True)
         except KeyError:
             pass
     try:
