@@ -5,19 +5,16 @@ killed commands, the timeout note, the cwd fallback, max_output_bytes."""
 import json
 import os
 import subprocess
-import sys
 import threading
 import uuid
 
 import pytest
 
-SDK = os.environ.get("ORCHARD_SDK", os.path.join(os.path.dirname(__file__), "..", "..", "..",
-                                                  "shared", "reference", "orchard-sdk"))
-if not os.path.isdir(SDK):
-    SDK = "/work/shared/reference/orchard-sdk"
-sys.path.insert(0, os.path.abspath(SDK))
+import orchard_sdk  # noqa: E402
 
-from orchard_env import SandboxClient  # noqa: E402
+# The SDK lives beside the checkout, never in it (orchard_sdk.py): a machine
+# without it skips this module with the reason instead of failing to import.
+SandboxClient = orchard_sdk.load().SandboxClient
 
 
 @pytest.fixture(scope="module")
