@@ -19,22 +19,13 @@ int api_job_fetch(PGresult **out, int64_t tenant_id, const char *job_id)
 	char tenant[24], sql[1024];
 	const char *params[2] = { job_id, tenant };
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
 	snprintf(sql, sizeof(sql), "SELECT %s FROM jobs j WHERE j.id = $1 AND j.tenant_id = $2",
 		 api_job_cols);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+	if ((err = orc_pg_pool_query_one(&res, &api_server.db, sql, 2, params)) < 0)
 		return err;
-	err = orc_pg_query(&res, db, sql, 2, params);
-	orc_pg_pool_release(&api_server.db, db);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
 	*out = res;
 	return 0;
 }

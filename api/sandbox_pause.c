@@ -62,7 +62,6 @@ static int wait_applied(PGresult **out, struct api_req *r, int pause)
 	int64_t deadline = orc_mono_ms() + PAUSE_WAIT_S * 1000;
 	struct api_waiter w;
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	int err, desired, paused;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
@@ -70,16 +69,8 @@ static int wait_applied(PGresult **out, struct api_req *r, int pause)
 		 " WHERE s.id = $1 AND s.tenant_id = $2", api_sandbox_cols);
 	api_waiter_init(&w, API_CHAN_SANDBOX, r->id);
 	for (;;) {
-		if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		if ((err = orc_pg_pool_query_one(&res, &api_server.db, sql, 2, params)) < 0)
 			return err;
-		err = orc_pg_query(&res, db, sql, 2, params);
-		orc_pg_pool_release(&api_server.db, db);
-		if (err < 0)
-			return err;
-		if (PQntuples(res) != 1) {
-			PQclear(res);
-			return ORC_ENOTFOUND;
-		}
 		desired = !strcmp(PQgetvalue(res, 0, PQfnumber(res, "pause_desired")), "t");
 		paused = !strcmp(PQgetvalue(res, 0, PQfnumber(res, "paused")), "t");
 		if (strcmp(PQgetvalue(res, 0, API_SANDBOX_COL_STATE), "ready") || paused == pause ||

@@ -28,23 +28,14 @@ static int sandbox_fetch(PGresult **out, struct api_req *r)
 	char tenant[24], sql[1024];
 	const char *params[2] = { r->id, tenant };
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	int err;
 
 	tenant_str(tenant, r);
 	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
 		 " WHERE s.id = $1 AND s.tenant_id = $2 AND s.state NOT IN ('deleting', 'deleted')",
 		 api_sandbox_cols);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+	if ((err = orc_pg_pool_query_one(&res, &api_server.db, sql, 2, params)) < 0)
 		return err;
-	err = orc_pg_query(&res, db, sql, 2, params);
-	orc_pg_pool_release(&api_server.db, db);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
 	*out = res;
 	return 0;
 }

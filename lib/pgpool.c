@@ -161,6 +161,27 @@ int orc_pg_query(PGresult **out, PGconn *c, const char *sql, int nparams, const 
 	return orc_pg_query_bin(out, c, sql, nparams, params, NULL, NULL);
 }
 
+int orc_pg_pool_query_one(PGresult **out, struct orc_pg_pool *pool, const char *sql, int nparams,
+			  const char *const *params)
+{
+	PGresult *res = NULL;
+	PGconn *c = NULL;
+	int err;
+
+	if ((err = orc_pg_pool_acquire(pool, &c)) < 0)
+		return err;
+	err = orc_pg_query(&res, c, sql, nparams, params);
+	orc_pg_pool_release(pool, c);
+	if (err < 0)
+		return err;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return ORC_ENOTFOUND;
+	}
+	*out = res;
+	return 0;
+}
+
 int orc_pg_begin(PGconn *c)
 {
 	return orc_pg_query(NULL, c, "BEGIN", 0, NULL);

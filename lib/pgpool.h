@@ -56,6 +56,10 @@ int orc_pg_query(PGresult **out, PGconn *c, const char *sql, int nparams,
 /* Same, with per-parameter lengths and formats (1 = binary, for bytea). */
 int orc_pg_query_bin(PGresult **out, PGconn *c, const char *sql, int nparams,
 		     const char *const *params, const int *lengths, const int *formats);
+/* orc_pg_query() on a connection of pool, given back at once; the one row
+ * it returned in *out, or ORC_ENOTFOUND when it returned none or more. */
+int orc_pg_pool_query_one(PGresult **out, struct orc_pg_pool *pool, const char *sql, int nparams,
+			  const char *const *params);
 /* BEGIN / COMMIT / ROLLBACK. */
 int orc_pg_begin(PGconn *c);
 int orc_pg_commit(PGconn *c);
