@@ -495,6 +495,7 @@ static void session_stop(struct pty_session *s)
 void pty_session_run(struct pty_session *s)
 {
 	struct pty_pending *pending;
+	struct pty_client *polled;
 	struct pollfd pfd[4];
 	int nfd, i_wake, i_child, i_master, i_sock, stop, n;
 	int64_t now;
@@ -521,6 +522,7 @@ void pty_session_run(struct pty_session *s)
 			i_master = nfd;
 			pfd[nfd++] = (struct pollfd){ .fd = s->master, .events = ev };
 		}
+		polled = s->client;
 		if (s->client) {
 			i_sock = nfd;
 			pfd[nfd++] = (struct pollfd){ .fd = agent_ws_fd(s->client->ws),
@@ -548,7 +550,10 @@ void pty_session_run(struct pty_session *s)
 			write_input(s);
 		if (i_master >= 0 && (pfd[i_master].revents & (POLLIN | POLLHUP | POLLERR)))
 			read_master(s);
-		if (i_sock >= 0 && s->client) {
+		/* pfd[i_sock] is the client polled: one that attached since
+		 * (take_pending freed the polled one) waits for the next poll,
+		 * never gets the revents of another connection's descriptor. */
+		if (i_sock >= 0 && s->client && s->client == polled) {
 			struct pty_client *c = s->client;
 			s->dispatching = c;
 			if (agent_ws_handle(c->ws, pfd[i_sock].revents) < 0 ||
