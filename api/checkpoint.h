@@ -37,6 +37,10 @@ int api_checkpoint_wait(PGresult **out, int64_t tenant_id, const char *id, int64
 /* Answer with a checkpoint that api_checkpoint_wait returned. */
 int api_checkpoint_reply_done(struct api_req *r, PGresult *res);
 
+/* The ready checkpoint of step `step` of the tenant's sandbox (*out is
+ * owned by r); else the 404/409/422 is replied and returned. */
+int api_checkpoint_at_step(char **out, struct api_req *r, const char *sandbox_id, int64_t step);
+
 int api_checkpoint_create(struct api_req *r);   /* checkpoints.c */
 int api_checkpoint_list(struct api_req *r);
 int api_checkpoint_get(struct api_req *r);

@@ -3,7 +3,9 @@
  *
  *   POST /checkpoints/{id}/fork  {count: 1..256, labels?, env?, ttl_seconds?,
  *                                 idle_timeout_seconds?}
- *   POST /sandboxes/{id}/fork    the same body: checkpoint now, then fork
+ *   POST /sandboxes/{id}/fork    the same body: checkpoint now, then fork;
+ *                                with "step": t, fork from the checkpoint of
+ *                                step t instead (checkpoint_step.c)
  *
  * count new sandboxes, each a pending row like a create (the controller
  * launches it and restores the checkpoint's state into it before it
@@ -36,6 +38,7 @@ struct fork_req {
 	json_object *labels;
 	json_object *env;
 	int64_t ttl, idle;        /* 0: the controller's default / none */
+	int64_t step;             /* -1: now */
 	const char *idempotency_key;
 	char *batch_key;          /* "fork:<key>:" (malloc'd) or NULL */
 };
@@ -47,6 +50,9 @@ static int parse_fork(struct fork_req *f, struct api_req *r, json_object *body, 
 
 	memset(f, 0, sizeof(*f));
 	f->count = 1;
+	f->step = -1;
+	if ((err = orc_json_get_int(body, "step", &f->step, 0, INT64_MAX, msg, msglen)) < 0)
+		return err;
 	if ((err = orc_json_get_int(body, "count", &f->count, 1, FORK_MAX, msg, msglen)) < 0)
 		return err;
 	if ((err = orc_json_get_object(body, "labels", &f->labels, msg, msglen)) < 0 ||
@@ -286,6 +292,9 @@ int api_checkpoint_fork(struct api_req *r)
 
 	if ((err = api_checkpoint_supported(r)) < 0 || (err = parse_body(&f, r)) < 0)
 		return err;
+	if (f.step >= 0)
+		return api_reply_error(r, ORC_EINVALID, "field 'step' belongs to POST "
+				       "/v1/sandboxes/{id}/fork; a checkpoint is one state");
 	if (replayed(r, &f))
 		return 0;
 	if ((err = api_checkpoint_fetch(&res, r->tenant_id, r->id)) < 0) {
@@ -312,6 +321,11 @@ int api_sandbox_fork(struct api_req *r)
 		return err;
 	if (replayed(r, &f))
 		return 0;
+	if (f.step >= 0) {
+		if ((err = api_checkpoint_at_step(&id, r, r->id, f.step)) < 0)
+			return err;
+		return fork_from(r, id, &f);
+	}
 	if ((err = api_checkpoint_begin(&res, r, r->id, NULL, NULL, 0, "fork", msg, sizeof(msg))) < 0)
 		return api_checkpoint_reply_begin_error(r, err, r->id, msg);
 	id = api_own_mem(r, xstrdup(PQgetvalue(res, 0, 0)));

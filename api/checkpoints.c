@@ -36,11 +36,11 @@
 const char api_checkpoint_cols[] =
 	"c.id, c.sandbox_id, c.name, c.labels, c.state, c.state_message, c.bytes, "
 	ISO("c.created_at") ", " ISO("c.ready_at") ", " ISO("c.expires_at") ", c.kind, c.step, "
-	"c.image, (SELECT count(*) FROM sandboxes f WHERE f.forked_from = c.id)";
+	"c.image, (SELECT count(*) FROM sandboxes f WHERE f.forked_from = c.id), c.traj_step";
 
 enum {
 	C_ID, C_SANDBOX, C_NAME, C_LABELS, C_STATE, C_MESSAGE, C_BYTES, C_CREATED, C_READY,
-	C_EXPIRES, C_KIND, C_STEP, C_IMAGE, C_FORKS,
+	C_EXPIRES, C_KIND, C_STEP, C_IMAGE, C_FORKS, C_TRAJ_STEP,
 };
 
 static json_object *text_or_null(PGresult *res, int row, int col)
@@ -82,6 +82,7 @@ json_object *api_checkpoint_view(PGresult *res, int row)
 	json_object_object_add(o, "step", int_or_null(res, row, C_STEP));
 	json_object_object_add(o, "image", text_or_null(res, row, C_IMAGE));
 	json_object_object_add(o, "forks", int_or_null(res, row, C_FORKS));
+	json_object_object_add(o, "trajectory_step", int_or_null(res, row, C_TRAJ_STEP));
 	return o;
 }
 

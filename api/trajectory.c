@@ -170,7 +170,7 @@ static int query(PGresult **out, const char *sql, int n, const char *const *para
 enum {
 	H_ID, H_IMAGE, H_CPU, H_MEMORY, H_BLOCK_NET, H_ENV, H_WORKDIR, H_LABELS, H_TIMEOUT,
 	H_TTL, H_IDLE, H_DRIVER, H_STATE, H_MESSAGE, H_CREATED, H_READY, H_DELETED,
-	H_NAMESPACE, H_LAST_EVENT, H_NOW, H_FORKED_FROM, H_FORK_SOURCE,
+	H_NAMESPACE, H_LAST_EVENT, H_NOW, H_FORKED_FROM, H_FORK_SOURCE, H_FORK_STEP,
 };
 
 static const char header_sql[] =
@@ -180,7 +180,8 @@ static const char header_sql[] =
 	" t.name, (SELECT coalesce(max(e.id), 0) FROM events e WHERE e.sandbox_id = s.id"
 	" AND e.tenant_id = s.tenant_id), " ISO("now()") ","
 	/* lineage (docs/checkpoints.md): the checkpoint and its sandbox */
-	" s.forked_from, (SELECT c.sandbox_id FROM checkpoints c WHERE c.id = s.forked_from)"
+	" s.forked_from, (SELECT c.sandbox_id FROM checkpoints c WHERE c.id = s.forked_from),"
+	" (SELECT c.traj_step FROM checkpoints c WHERE c.id = s.forked_from)"
 	" FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
 	" WHERE s.id = $1 AND s.tenant_id = $2";
 
@@ -212,6 +213,7 @@ static json_object *header_line(struct traj_stream *t, PGresult *h)
 		json_object *f = json_object_new_object();
 		json_object_object_add(f, "checkpoint_id", col_str(h, 0, H_FORKED_FROM));
 		json_object_object_add(f, "sandbox_id", col_str(h, 0, H_FORK_SOURCE));
+		json_object_object_add(f, "step", col_int(h, 0, H_FORK_STEP));
 		json_object_object_add(o, "forked_from", f);
 	}
 	return o;

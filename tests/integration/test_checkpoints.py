@@ -85,7 +85,7 @@ def test_fork_restores_the_checkpointed_state_and_forks_are_isolated(stack, admi
     r = admin.get("%s/v1/sandboxes/%s/trajectory" % (stack.url, a))
     assert r.status_code == 200, r.text
     header = json.loads(r.text.splitlines()[0])
-    assert header["forked_from"] == {"checkpoint_id": ck["id"], "sandbox_id": parent}
+    assert header["forked_from"] == {"checkpoint_id": ck["id"], "sandbox_id": parent, "step": 2}
     r = admin.get("%s/v1/sandboxes/%s/trajectory" % (stack.url, parent))
     assert "forked_from" not in json.loads(r.text.splitlines()[0])
     got = admin.get("%s/v1/checkpoints/%s" % (stack.url, ck["id"])).json()

@@ -1,0 +1,106 @@
+"""Forks from step t of a sandbox's trajectory (issue 21,
+docs/checkpoints.md): POST /v1/sandboxes/{id}/fork {"step": t} restores the
+checkpoint taken at step t, also after the sandbox was deleted; a step
+without a usable checkpoint is a clear 409, a step the trajectory does not
+have is 422, and neither creates anything.
+"""
+import base64
+import json
+import uuid
+
+RUN = uuid.uuid4().hex[:8]
+
+
+def create(stack, s):
+    r = s.post(stack.url + "/v1/sandboxes", json={"image": "host", "labels": {"fs-run": RUN}})
+    assert r.status_code == 200, r.text
+    sid = r.json()["sandbox_id"]
+    assert stack.wait_ready(s, sid)["status"] == "ready"
+    return sid
+
+
+def sh(stack, s, sid, command):
+    r = s.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
+               json={"command": command, "wait": True, "timeout": 120})
+    assert r.status_code == 200, r.text
+    assert r.json()["exit_code"] == 0, r.json()
+    return r.json()["stdout"]
+
+
+def checkpoint(stack, s, sid):
+    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json={})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def fork_at(stack, s, sid, body):
+    return s.post("%s/v1/sandboxes/%s/fork" % (stack.url, sid), json=body)
+
+
+def sandboxes_of_run(stack):
+    return int(stack.scalar("SELECT count(*) FROM sandboxes WHERE labels->>'fs-run' = '%s'" % RUN))
+
+
+def test_fork_at_step_after_the_sandbox_was_deleted(stack, admin):
+    parent = create(stack, admin)
+    sh(stack, admin, parent, "echo 1 > /workspace/state")
+    ck1 = checkpoint(stack, admin, parent)
+    r = admin.post("%s/v1/sandboxes/%s/files" % (stack.url, parent),
+                   json={"path": "/workspace/state", "content": base64.b64encode(b"2\n").decode()})
+    assert r.status_code == 200, r.text
+    ck2 = checkpoint(stack, admin, parent)
+    sh(stack, admin, parent, "echo 3 > /workspace/state")
+    assert (ck1["trajectory_step"], ck2["trajectory_step"]) == (1, 2)
+    assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, parent)).status_code == 200
+    stack.wait_for(lambda: stack.scalar("SELECT state FROM sandboxes WHERE id = '%s'" % parent)
+                   == "deleted", timeout=60, what="the parent deleted")
+
+    r = fork_at(stack, admin, parent, {"step": 2, "count": 2})
+    assert r.status_code == 200, r.text
+    assert r.json()["checkpoint_id"] == ck2["id"]
+    kids = r.json()["sandbox_ids"]
+    r = fork_at(stack, admin, parent, {"step": 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["checkpoint_id"] == ck1["id"]
+    kids += r.json()["sandbox_ids"]
+    for sid, want in zip(kids, ("2\n", "2\n", "1\n")):
+        assert stack.wait_ready(admin, sid)["status"] == "ready"
+        assert sh(stack, admin, sid, "cat /workspace/state") == want
+    header = json.loads(admin.get("%s/v1/sandboxes/%s/trajectory" % (stack.url, kids[0]))
+                        .text.splitlines()[0])
+    assert header["forked_from"] == {"checkpoint_id": ck2["id"], "sandbox_id": parent, "step": 2}
+
+    # Bad steps: clear errors, nothing created.
+    before = sandboxes_of_run(stack)
+    r = fork_at(stack, admin, parent, {"step": 3})
+    assert r.status_code == 409 and "no checkpoint was taken at step 3" in r.json()["detail"], r.text
+    assert "1, 2" in r.json()["detail"]
+    r = fork_at(stack, admin, parent, {"step": 0})
+    assert r.status_code == 409, r.text
+    r = fork_at(stack, admin, parent, {"step": 4})
+    assert r.status_code == 422 and "has 3 steps" in r.json()["detail"], r.text
+    for bad in (-1, "2", 1.5, True):
+        r = fork_at(stack, admin, parent, {"step": bad})
+        assert r.status_code == 422, (bad, r.text)
+    r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, ck1["id"]), json={"step": 1})
+    assert r.status_code == 422, r.text
+    assert fork_at(stack, admin, "f0f0f0f0", {"step": 1}).status_code == 404
+    # A deleted checkpoint of the step: 409 that says so.
+    assert admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck1["id"])).status_code == 200
+    r = fork_at(stack, admin, parent, {"step": 1})
+    assert r.status_code == 409 and "no longer available" in r.json()["detail"], r.text
+    assert sandboxes_of_run(stack) == before
+    for sid in kids:
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+    admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck2["id"]))
+
+
+def test_another_tenants_sandbox_steps_are_404(stack, admin, other):
+    parent = create(stack, admin)
+    sh(stack, admin, parent, "true")
+    ck = checkpoint(stack, admin, parent)
+    r = fork_at(stack, other, parent, {"step": 1})
+    assert r.status_code == 404, r.text
+    assert int(stack.scalar("SELECT count(*) FROM sandboxes WHERE forked_from = '%s'" % ck["id"])) == 0
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, parent))
+    admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck["id"]))
