@@ -18,9 +18,20 @@
  * with the cgroup freezer, so no write of theirs is half done in it.
  * A fork copies the checkpoint back into the new sandbox's directories
  * before its first process starts.
+ *
+ * The btrfs backend (ORCHARD_CHECKPOINT_BACKEND=btrfs, or auto on btrfs):
+ * each sandbox dir is a subvolume, a checkpoint is a read-only snapshot of
+ * it made under the freezer (atomic, so no .partial), and a fork's dir is a
+ * writable snapshot of the checkpoint from which everything but the parts
+ * above is removed before the sandbox is prepared. Blocks are shared until
+ * written; the snapshot also holds the old run/ and agent.log, which no
+ * fork keeps. A sandbox dir that is not a subvolume (made before the
+ * switch) is copied as above, and a copied checkpoint is restored by copy.
  */
 #include "local.h"
 #include "local_driver.h"
+
+#include "btrfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,6 +45,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "err.h"
 #include "log.h"
 #include "rmtree.h"
@@ -118,6 +130,114 @@ static int exists_at(int dfd, const char *name)
 	return faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* 1 when name is one of a sandbox dir's parts (dfd: that dir). */
+static int is_part(int dfd, const char *name)
+{
+	size_t i;
+
+	if (!strcmp(name, "root"))
+		return !exists_at(dfd, "upper");
+	for (i = 0; i < sizeof(parts) / sizeof(*parts); i++)
+		if (!strcmp(name, parts[i]))
+			return 1;
+	return 0;
+}
+
+/* Apparent size of the parts of checkpoint dir path. */
+static int64_t parts_bytes(const char *path)
+{
+	int64_t n = 0;
+	int dfd;
+	size_t i;
+
+	if ((dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return 0;
+	for (i = 0; i < sizeof(parts) / sizeof(*parts); i++) {
+		char *p;
+		if (!exists_at(dfd, parts[i]) || !is_part(dfd, parts[i]))
+			continue;
+		p = xasprintf("%s/%s", path, parts[i]);
+		n += bytes_of(p);
+		free(p);
+	}
+	close(dfd);
+	return n;
+}
+
+int local_checkpoint_backend(struct local *l, const struct ctl_config *cfg)
+{
+	int on = ctl_btrfs_on(l->state_fd);
+
+	if (!strcmp(cfg->checkpoint_backend, "btrfs") && !on) {
+		orc_log(ORC_LOG_ERROR, "ORCHARD_CHECKPOINT_BACKEND=btrfs, but the state dir is not "
+			"on btrfs", "path", cfg->state_dir, NULL);
+		return ORC_EINVALID;
+	}
+	l->btrfs = on && strcmp(cfg->checkpoint_backend, "copy");
+	orc_log(ORC_LOG_INFO, "checkpoint backend", "backend", l->btrfs ? "btrfs" : "copy", NULL);
+	return 0;
+}
+
+/* Keep only the parts in the fresh snapshot dir name. */
+static int prune_to_parts(int parent_fd, const char *name)
+{
+	struct dirent *de;
+	int dfd, err = 0;
+	DIR *dir;
+
+	if ((dfd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return ORC_ERROR;
+	if (!(dir = fdopendir(dfd))) {
+		close(dfd);
+		return ORC_ERROR;
+	}
+	while ((de = readdir(dir)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || is_part(dfd, de->d_name))
+			continue;
+		if (ctl_btrfs_remove(dfd, de->d_name) < 0)
+			err = ORC_ERROR;
+	}
+	closedir(dir);
+	return err;
+}
+
+/* 1 when checkpoint ckpt is restored by snapshot under this backend. */
+static int snapshot_restorable(struct local *l, const char *ckpt)
+{
+	int cfd, yes;
+
+	if (!l->btrfs || (cfd = ckpt_dir_fd(l)) < 0)
+		return 0;
+	yes = ctl_btrfs_is_subvol(cfd, ckpt);
+	close(cfd);
+	return yes;
+}
+
+int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl_sandbox *sb)
+{
+	struct local *l = L(d);
+	int cfd, err, saved;
+
+	*restored = 0;
+	if (!l->btrfs)
+		return mkdirat(l->state_fd, sb->id, 0711) < 0 ? ORC_ERROR : 0;
+	if (!sb->restore || !orc_is_dns_label(sb->restore) || !snapshot_restorable(l, sb->restore))
+		return ctl_btrfs_subvol_create(l->state_fd, sb->id);
+	if ((cfd = ckpt_dir_fd(l)) < 0)
+		return ORC_ERROR;
+	err = ctl_btrfs_snapshot(cfd, sb->restore, l->state_fd, sb->id, 0);
+	saved = errno;
+	close(cfd);
+	if (err < 0) {
+		errno = saved;
+		return err;
+	}
+	if ((err = prune_to_parts(l->state_fd, sb->id)) < 0)
+		return err;
+	*restored = 1;
+	return 0;
+}
+
 /* Copy the parts of sandbox dir sbdir into the new directory dst. */
 static int copy_parts(char **why, struct local *l, const char *id, const char *sbdir, const char *dst)
 {
@@ -149,7 +269,7 @@ int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const
 {
 	struct local *l = L(d);
 	char *sbdir = NULL, *partial = NULL, *final = NULL, *pname = NULL;
-	int cfd = -1, err, frozen_before, froze = 0;
+	int cfd = -1, err, frozen_before, froze = 0, snap;
 
 	if (!orc_is_dns_label(id) || !orc_is_dns_label(ckpt)) {
 		*why = xstrdup("invalid sandbox or checkpoint id");
@@ -161,12 +281,13 @@ int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const
 	}
 	pname = xasprintf("%s" PARTIAL, ckpt);
 	/* Leftovers of an attempt that crashed. */
-	if (orc_tree_remove_at(cfd, pname) < 0 || orc_tree_remove_at(cfd, ckpt) < 0) {
+	if (ctl_btrfs_remove(cfd, pname) < 0 || ctl_btrfs_remove(cfd, ckpt) < 0) {
 		*why = xstrdup("cannot remove an earlier attempt's partial copy");
 		err = ORC_ERROR;
 		goto done;
 	}
-	if (mkdirat(cfd, pname, 0700) < 0) {
+	snap = l->btrfs && ctl_btrfs_is_subvol(l->state_fd, id);
+	if (!snap && mkdirat(cfd, pname, 0700) < 0) {
 		*why = xasprintf("cannot create the checkpoint's directory: %s", strerror(errno));
 		err = ORC_ERROR;
 		goto done;
@@ -188,18 +309,21 @@ int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const
 				"without freezing it", "sandbox_id", id, NULL);
 		}
 	}
-	err = copy_parts(why, l, id, sbdir, partial);
+	if (snap && (err = ctl_btrfs_snapshot(l->state_fd, id, cfd, ckpt, 1)) < 0)
+		*why = xasprintf("snapshotting the sandbox's subvolume failed: %s", strerror(errno));
+	else if (!snap)
+		err = copy_parts(why, l, id, sbdir, partial);
 	if (froze && ctl_cgroup_freeze(&l->cg, id, 0, FREEZE_TIMEOUT_MS) < 0)
 		orc_log(ORC_LOG_ERROR, "thawing the sandbox after its checkpoint failed",
 			"sandbox_id", id, NULL);
 	if (err < 0)
 		goto fail;
-	if (renameat(cfd, pname, cfd, ckpt) < 0) {
+	if (!snap && renameat(cfd, pname, cfd, ckpt) < 0) {
 		*why = xasprintf("cannot move the checkpoint into place: %s", strerror(errno));
 		err = ORC_ERROR;
 		goto fail;
 	}
-	*bytes_out = bytes_of(final);
+	*bytes_out = parts_bytes(final);
 	err = 0;
 	goto done;
 fail:
@@ -224,7 +348,7 @@ int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt)
 	if ((cfd = ckpt_dir_fd(L(d))) < 0)
 		return ORC_ERROR;
 	pname = xasprintf("%s" PARTIAL, ckpt);
-	if (orc_tree_remove_at(cfd, ckpt) < 0 || orc_tree_remove_at(cfd, pname) < 0)
+	if (ctl_btrfs_remove(cfd, ckpt) < 0 || ctl_btrfs_remove(cfd, pname) < 0)
 		err = ORC_ERROR;
 	free(pname);
 	close(cfd);
@@ -283,6 +407,8 @@ int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb)
 		sb->error = xstrdup("invalid checkpoint id");
 		return ORC_EINVALID;
 	}
+	if (snapshot_restorable(l, sb->restore))
+		return 0;   /* local_sandbox_dir_make() did */
 	if ((cfd = ckpt_dir_fd(l)) < 0 ||
 	    (kfd = openat(cfd, sb->restore, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		sb->error = xasprintf("checkpoint %s is not available on this host", sb->restore);

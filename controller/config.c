@@ -44,6 +44,8 @@ static const char usage[] =
 	"  --sandbox-gid GID       host gid of sandboxes     (ORCHARD_SANDBOX_GID)  root only)\n"
 	"  --sweep-interval-ms MS  full reconcile period     (ORCHARD_SWEEP_INTERVAL_MS, default 2000)\n"
 	"  --pids-max N            tasks per sandbox         (ORCHARD_SANDBOX_PIDS_MAX, default 1024)\n"
+	"  checkpoints: ORCHARD_CHECKPOINT_BACKEND=copy|btrfs|auto (default auto: btrfs snapshots\n"
+	"                          when the state dir is on btrfs; docs/checkpoints.md)\n"
 	"  --help                  show this and exit\n"
 	"\n"
 	"Logs are JSON lines on stderr (ORCHARD_LOG_LEVEL=debug|info|warn|error).\n"
@@ -180,6 +182,14 @@ static int check(struct ctl_config *cfg)
 			cfg->image_dir, ORC_IMG_DIR_MAX);
 		return ORC_EINVALID;
 	}
+	if (!cfg->checkpoint_backend || !*cfg->checkpoint_backend)
+		set_str(&cfg->checkpoint_backend, "auto");
+	if (strcmp(cfg->checkpoint_backend, "auto") && strcmp(cfg->checkpoint_backend, "copy") &&
+	    strcmp(cfg->checkpoint_backend, "btrfs")) {
+		fprintf(stderr, "orchard-controller: ORCHARD_CHECKPOINT_BACKEND \"%s\" must be copy, "
+			"btrfs or auto\n", cfg->checkpoint_backend);
+		return ORC_EINVALID;
+	}
 	if (strcmp(cfg->driver, "local")) {
 		fprintf(stderr, "orchard-controller: driver \"%s\" is not supported (only \"local\")\n",
 			cfg->driver);
@@ -235,6 +245,7 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	set_str(&cfg->tools_dir, getenv("ORCHARD_SANDBOX_TOOLS"));
 	set_str(&cfg->tools_mount, getenv("ORCHARD_SANDBOX_TOOLS_PATH"));
 	set_str(&cfg->driver, "local");
+	set_str(&cfg->checkpoint_backend, getenv("ORCHARD_CHECKPOINT_BACKEND"));
 	if ((v = getenv("ORCHARD_SANDBOX_UID")) && *v && (err = parse_id(&uid, "ORCHARD_SANDBOX_UID", v)) < 0)
 		goto done;
 	if ((v = getenv("ORCHARD_SANDBOX_GID")) && *v && (err = parse_id(&gid, "ORCHARD_SANDBOX_GID", v)) < 0)
@@ -347,4 +358,5 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->agent_bundle, NULL);
 	set_str(&cfg->tools_dir, NULL);
 	set_str(&cfg->tools_mount, NULL);
+	set_str(&cfg->checkpoint_backend, NULL);
 }

@@ -37,6 +37,8 @@ struct ctl_config {
 	char *tools_mount;       /* ORCHARD_SANDBOX_TOOLS_PATH: where sandboxes see it
 				  * (default /opt/sandbox-tools) */
 	int tools_explicit;      /* tools_dir was configured: missing is an error */
+	char *checkpoint_backend;  /* ORCHARD_CHECKPOINT_BACKEND: "copy", "btrfs" or "auto"
+				    * (default; btrfs when the state dir is on btrfs) */
 };
 
 #define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }

@@ -16,6 +16,7 @@
  * (in the database row and in <id>/handle) and /proc; nothing is kept in
  * memory that a restart would lose.
  */
+#include "btrfs.h"
 #include "cgroup.h"
 #include "driver.h"
 #include "image.h"
@@ -206,6 +207,8 @@ static int local_init(struct ctl_driver *d)
 	}
 	if ((err = claim_state_dir(l->state_fd, cfg->state_dir)) < 0)
 		goto done;
+	if ((err = local_checkpoint_backend(l, cfg)) < 0)
+		goto done;
 	if (access(cfg->bwrap_bin, X_OK) < 0) {
 		orc_log(ORC_LOG_ERROR, "bubblewrap not found (apt-get install bubblewrap)",
 			"path", cfg->bwrap_bin, NULL);
@@ -338,16 +341,21 @@ static int prepare_dir(int *log_out, struct ctl_driver *d, const struct ctl_sand
 	};
 	const struct ctl_config *cfg = d->cfg;
 	int chown_it = cfg->drop_privileges;
-	int dfd = -1, rfd = -1, logfd = -1, err = 0;
+	int dfd = -1, rfd = -1, logfd = -1, err = 0, restored = 0;
 	size_t i;
 
-	if (mkdirat(L(d)->state_fd, sb->id, 0711) < 0 ||
+	if (local_sandbox_dir_make(&restored, d, sb) < 0 ||
 	    (dfd = openat(L(d)->state_fd, sb->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		goto fail;
 	fchmod(dfd, 0711);
 	for (i = 0; i < sizeof(subdirs) / sizeof(*subdirs); i++) {
-		if (mkdirat(dfd, subdirs[i].name, subdirs[i].mode) < 0 ||
-		    fchmodat(dfd, subdirs[i].name, subdirs[i].mode, 0) < 0)
+		if (mkdirat(dfd, subdirs[i].name, subdirs[i].mode) < 0) {
+			/* A fork's snapshot brought it, its mode and owner too. */
+			if (restored && errno == EEXIST)
+				continue;
+			goto fail;
+		}
+		if (fchmodat(dfd, subdirs[i].name, subdirs[i].mode, 0) < 0)
 			goto fail;
 		if (chown_it && fchownat(dfd, subdirs[i].name, cfg->sandbox_uid, cfg->sandbox_gid,
 					 AT_SYMLINK_NOFOLLOW) < 0)
@@ -512,7 +520,7 @@ static int local_destroy(struct ctl_driver *d, const char *id, const char *handl
 		if (uerr < 0)
 			return uerr;
 	}
-	if (orc_tree_remove_at(L(d)->state_fd, id) < 0) {
+	if (ctl_btrfs_remove(L(d)->state_fd, id) < 0) {
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
 	}

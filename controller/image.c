@@ -128,7 +128,8 @@ static int mount_overlay(const struct ctl_config *cfg, int dfd, const char *dir,
 	/* The merged root takes the upper dir's owner and mode: 0700, so no
 	 * other local user reaches the layer through root/ or upper/. */
 	(void)lower;
-	if (mkdirat(dfd, "upper", 0700) < 0 || fchmodat(dfd, "upper", 0700, 0) < 0 ||
+	/* "upper" exists in a fork restored from a btrfs snapshot. */
+	if ((mkdirat(dfd, "upper", 0700) < 0 && errno != EEXIST) || fchmodat(dfd, "upper", 0700, 0) < 0 ||
 	    fchownat(dfd, "upper", cfg->sandbox_uid, cfg->sandbox_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    mkdirat(dfd, "work", 0700) < 0) {
 		orc_log(ORC_LOG_ERROR, "preparing the overlay dirs failed", "dir", dir,
@@ -192,6 +193,11 @@ int ctl_image_layer_make(char **why, const struct ctl_config *cfg, int dfd, cons
 		goto done;
 	}
 	if (mkdirat(dfd, "root", 0755) < 0) {
+		/* A fork restored from a btrfs snapshot of a copied root. */
+		if (errno == EEXIST && faccessat(dfd, "upper", F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+			err = 0;
+			goto done;
+		}
 		*why = xasprintf("cannot create the sandbox's root dir: %s", strerror(errno));
 		goto done;
 	}

@@ -156,8 +156,17 @@ int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt);
 int local_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout);
 int local_pause(struct ctl_driver *d, const char *id, int paused);
 /* create() of a fork: copy checkpoint sb->restore into the new sandbox's
- * directories (before it starts); sb->error on failure. */
+ * directories (before it starts); sb->error on failure. Nothing to do when
+ * local_sandbox_dir_make() restored it as a snapshot. */
 int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb);
+/* Pick the checkpoint backend from cfg->checkpoint_backend (l->btrfs);
+ * ORC_EINVALID (logged) for btrfs on a state dir that is not on btrfs. */
+struct ctl_config;
+int local_checkpoint_backend(struct local *l, const struct ctl_config *cfg);
+/* Create $STATE/<sb->id>: a plain directory (copy backend), a subvolume
+ * (btrfs), or for a fork of a snapshot checkpoint a writable snapshot of
+ * it holding only its writable state (*restored set). errno on failure. */
+int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl_sandbox *sb);
 
 /* ---- local_socket.c --------------------------------------------------- */
 

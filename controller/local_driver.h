@@ -26,6 +26,8 @@ struct local {
 	struct ctl_strv tools_profile;  /* host layout: its login-shell hook */
 	struct ctl_cgroups cg;
 	int seccomp_fd;             /* the compiled filter (memfd) */
+	int btrfs;                  /* checkpoint backend btrfs: sandbox dirs are subvolumes,
+				     * checkpoints snapshots (checkpoint_local.c) */
 };
 
 static inline struct local *L(struct ctl_driver *d)

@@ -19,6 +19,7 @@ PACKAGES=(
 	postgresql postgresql-client nginx openssl bubblewrap curl
 	iproute2 procps ca-certificates util-linux
 	umoci   # orchard-admin image import --oci (docs/images.md)
+	btrfs-progs  # the btrfs checkpoint backend's tests and bench (docs/checkpoints.md)
 	# tests
 	python3 python3-pytest python3-pytest-timeout python3-pytest-rerunfailures python3-requests python3-yaml python3-jsonschema python3-kubernetes
 	python3-aiohttp python3-websocket  # Orchard's SDK (tests/integration/test_sdk.py)

@@ -96,6 +96,29 @@ def test_fork_restores_the_checkpointed_state_and_forks_are_isolated(stack, admi
         admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
 
 
+GIT = "git -c user.email=t@orchard.test -c user.name=t -c init.defaultBranch=main"
+GIT_STATE = ("cd /workspace/repo && git rev-parse HEAD && git status --porcelain=v1 --untracked-files=all"
+             " && git diff && git diff --cached && git log --format=%H%s")
+
+
+def test_a_forked_git_repo_has_the_checkpointed_head_and_status(stack, admin):
+    parent = create(stack, admin)
+    sh(stack, admin, parent,
+       "set -e; mkdir /workspace/repo; cd /workspace/repo; G='%s'; $G init -q; echo a > a;"
+       " echo b > b; $G add a b; $G commit -qm one; echo a2 >> a; $G commit -qam two;"
+       " echo dirty >> a; echo staged > s; $G add s; echo new > untracked" % GIT)
+    before = sh(stack, admin, parent, GIT_STATE)
+    assert " M a" in before and "A  s" in before and "?? untracked" in before, before
+    ck = checkpoint(stack, admin, parent)
+    sh(stack, admin, parent, "cd /workspace/repo && %s commit -qam three" % GIT)
+    (child,) = fork(stack, admin, ck["id"], 1)
+    assert sh(stack, admin, child, GIT_STATE) == before
+    assert sh(stack, admin, child, "cd /workspace/repo && git fsck --no-progress && echo ok") \
+        .endswith("ok\n")
+    for sid in (parent, child):
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
 def test_a_checkpoint_outlives_its_sandbox_and_delete_removes_it(stack, admin):
     parent = create(stack, admin)
     sh(stack, admin, parent, "echo kept > /workspace/f")

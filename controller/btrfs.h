@@ -1,0 +1,30 @@
+#ifndef CTL_BTRFS_H
+#define CTL_BTRFS_H
+/*
+ * btrfs subvolumes through ioctl(2) (linux/btrfs.h), for the local
+ * driver's btrfs checkpoint backend (docs/checkpoints.md). Every call
+ * names its target relative to an open directory fd; names are single
+ * path components. Errors return ORC_ERROR with errno set.
+ */
+
+/* 1 when fd is on a btrfs filesystem, else 0. */
+int ctl_btrfs_on(int fd);
+
+/* 1 when parent_fd/name is the root of a btrfs subvolume, else 0. */
+int ctl_btrfs_is_subvol(int parent_fd, const char *name);
+
+/* Create the empty subvolume parent_fd/name (mode 0755, owned by us). */
+int ctl_btrfs_subvol_create(int parent_fd, const char *name);
+
+/* Snapshot the subvolume src_parent_fd/src as dst_parent_fd/dst (both on
+ * one filesystem), read-only when readonly. Atomic: the snapshot appears
+ * whole or not at all. */
+int ctl_btrfs_snapshot(int src_parent_fd, const char *src, int dst_parent_fd, const char *dst,
+		       int readonly);
+
+/* Remove parent_fd/name: a subvolume (read-only ones included) with
+ * BTRFS_IOC_SNAP_DESTROY, anything else as orc_tree_remove_at() does.
+ * Subvolumes nested in it (made by a sandbox) are destroyed first.
+ * ENOENT counts as success. */
+int ctl_btrfs_remove(int parent_fd, const char *name);
+#endif
