@@ -21,7 +21,16 @@
  */
 #define CLI_VERSION "0.2.0"
 
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+/*
+ * Exit statuses, reserved the way docker reserves them: 125 is orchardctl's
+ * own failure (usage, configuration, an unknown sandbox, an API or network
+ * error); 126 and 127 come from the sandbox when the command could not be
+ * run (not executable, not found); any other status of exec, jobs wait and
+ * shell is the command's own. CLI_USAGE and CLI_FAIL are apart in name only,
+ * so code says which it means. replay's "a step diverged" is CLI_DIFFERS,
+ * like diff(1).
+ */
+enum { CLI_OK = 0, CLI_DIFFERS = 1, CLI_FAIL = 125, CLI_USAGE = 125 };
 #define CLI_EXIT_TIMED_OUT 124
 
 /*
@@ -81,6 +90,8 @@ int cli_common_option(struct cli_config *cfg, int opt, const char *arg);
  * saying what to do.
  */
 int cli_config_check(struct cli_config *cfg);
+/* 1 when a server URL is configured, 0 when none is, < 0 (reported) when the config is broken. */
+int cli_config_has_server(struct cli_config *cfg);
 
 /* ---- config.c: the config file ---- */
 /* ORCHARD_CONFIG, else $XDG_CONFIG_HOME/orchard/config, else ~/.config/orchard/config. */

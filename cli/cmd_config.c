@@ -45,7 +45,7 @@ const char config_get_contexts_usage[] =
 const char config_current_context_usage[] =
 	"usage: orchardctl config current-context\n"
 	"\n"
-	"Print the current context's name; exit 1 if there is none.\n";
+	"Print the current context's name; exit 125 if there is none.\n";
 
 const char config_view_usage[] =
 	"usage: orchardctl config view [--raw]\n"

@@ -23,7 +23,7 @@ const char create_usage[] =
 	"\n"
 	"  IMAGE               the image; \"host\" (the default) is the host's own system\n"
 	"  --wait              wait until it is ready (a spinner on a terminal); a\n"
-	"                      failure exits 1 with its reason\n"
+	"                      failure exits 125 with its reason\n"
 	"  --cpu N             CPUs, e.g. 2, 0.5 or 500m\n"
 	"  --memory SIZE       memory, e.g. 512Mi or 4Gi\n"
 	"  --no-network        no network but loopback (the server's default)\n"

@@ -42,7 +42,7 @@ const char jobs_wait_usage[] =
 	"usage: orchardctl jobs wait JOB [--timeout S] [-o json]\n"
 	"\n"
 	"Wait until a job finished and exit with its exit status (124 when it timed\n"
-	"out). With --timeout, exits 1 if it is still running after S seconds.\n"
+	"out). With --timeout, exits 125 if it is still running after S seconds.\n"
 	"-o json prints the finished job.\n";
 
 const char jobs_logs_usage[] =
@@ -55,7 +55,7 @@ const char jobs_cancel_usage[] =
 	"usage: orchardctl jobs cancel JOB...\n"
 	"\n"
 	"Cancel queued or running jobs (a running command is killed). Prints each\n"
-	"id. Exits 1 if any failed.\n";
+	"id. Exits 125 if any failed.\n";
 
 enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE };
 

@@ -16,14 +16,14 @@ const char wait_usage[] =
 	"usage: orchardctl wait ID [--timeout S] [-o json]\n"
 	"\n"
 	"Wait until a sandbox is ready (default: up to 300 s) and print its id.\n"
-	"Exits 1 with the reason when it failed or did not become ready in time.\n";
+	"Exits 125 with the reason when it failed or did not become ready in time.\n";
 
 const char heartbeat_usage[] =
 	"usage: orchardctl heartbeat ID...\n"
 	"\n"
 	"Tell the server each sandbox is still in use (POST\n"
 	"/v1/sandboxes/{id}/heartbeat), so its idle timeout starts again. Prints\n"
-	"each id. Exits 1 if any failed (e.g. an unknown sandbox).\n";
+	"each id. Exits 125 if any failed (e.g. an unknown sandbox).\n";
 
 enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE };
 

@@ -29,7 +29,7 @@ const char patch_apply_usage[] =
 	"\n"
 	"Apply a git diff or diff -u output (-p1) to the working tree (not the\n"
 	"index). Every hunk is checked first: a patch that does not apply changes\n"
-	"nothing and exits 1 naming the file and hunk. The patch is read from FILE,\n"
+	"nothing and exits 125 naming the file and hunk. The patch is read from FILE,\n"
 	"or stdin. Prints the paths it touched.\n"
 	"\n"
 	"  --check       only test whether it applies (git apply --check)\n"

@@ -275,7 +275,7 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 	for (i = 0; i < set.n; i++)
 		json_object_put(st.reports[i]);
 	free(st.reports);
-	rc = all_matched ? CLI_OK : CLI_FAIL;
+	rc = all_matched ? CLI_OK : CLI_DIFFERS;
 done:
 	json_object_put(out);
 	json_object_put(sum);

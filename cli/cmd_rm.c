@@ -20,7 +20,7 @@ const char rm_usage[] =
 	"       orchardctl rm --all [-l K=V]... [-y]\n"
 	"\n"
 	"Delete sandboxes; prints each id as it is deleted. Deleting a sandbox\n"
-	"that is already gone succeeds. Exits 1 if any deletion failed.\n"
+	"that is already gone succeeds. Exits 125 if any deletion failed.\n"
 	"\n"
 	"  --all            every sandbox of yours (that matches the labels)\n"
 	"  -l, --label K=V  with --all: only sandboxes with this label (repeatable)\n"

@@ -37,7 +37,7 @@ const char trajectory_export_usage[] =
 	"Write a sandbox's trajectory (deleted sandboxes too) as JSON lines: the\n"
 	"sandbox's spec, every step with its inputs and outputs, the end state.\n"
 	"With --all, the trajectories of every sandbox of yours that has the\n"
-	"labels, oldest first, as one stream. Exits 1 if the export is incomplete.\n"
+	"labels, oldest first, as one stream. Exits 125 if the export is incomplete.\n"
 	"\n"
 	"  -o, --output FILE  write to FILE (only once complete) instead of stdout\n"
 	"  --no-content       leave out recorded file contents (replay then skips\n"

@@ -28,8 +28,10 @@ int cmd_version(struct cli_config *cfg, int argc, char **argv)
 	printf("orchardctl %s (libcurl %s, json-c %s)\n", CLI_VERSION, curl_version_info(CURLVERSION_NOW)->version,
 	       json_c_version());
 	fflush(stdout);
+	if ((rc = cli_config_has_server(cfg)) <= 0)
+		return rc < 0 ? CLI_FAIL : CLI_OK;  /* no server configured: the client alone */
 	if ((rc = cli_config_check(cfg)) != 0)
-		return rc == CLI_USAGE ? CLI_OK : rc;  /* no server configured: the client alone */
+		return rc;
 	if (cli_call(&info, cfg, &req) < 0)
 		return CLI_FAIL;
 	printf("server %s: %s %s\n", cfg->url, cli_field_text(info, "service"), cli_field_text(info, "version"));

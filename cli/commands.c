@@ -20,8 +20,10 @@ const char cli_main_usage[] =
 	"  $ORCHARD_URL, $ORCHARD_API_KEY, $ORCHARD_CACERT\n"
 	"  the current context of ~/.config/orchard/config ($ORCHARD_CONFIG)\n"
 	"\n"
-	"Exit status: 0 ok, 1 API or network error, 2 usage error;\n"
-	"exec, jobs wait and shell exit with the command's own status (124: it timed out).\n";
+	"Exit status (as docker's): 0 ok; 125 orchardctl's own error (usage, an unknown\n"
+	"sandbox, an API or network error); exec, jobs wait and shell exit with the\n"
+	"command's own status: 126 it could not be run, 127 it was not found, 124 it\n"
+	"timed out, else its exit code. replay exits 1 when a step diverged.\n";
 
 static const struct cli_cmd config_cmds[] = {
 	{ "set-context", cmd_config_set_context, "create or update a context", config_set_context_usage,

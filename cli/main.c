@@ -7,8 +7,8 @@
  * subcommand) in cli_commands[] and runs it. The configuration is resolved
  * only when a command needs the server: flags, then --context's values,
  * then the environment, then the config file's current context.
- * Exit status: 0 ok, 1 an API or network error, 2 a usage error; exec
- * exits with the command's own status.
+ * Exit status: 0 ok, 125 orchardctl's own error (usage, an API or network
+ * error); exec exits with the command's own status (cli.h).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -111,6 +111,13 @@ int cli_config_check(struct cli_config *cfg)
 		return CLI_USAGE;
 	}
 	return 0;
+}
+
+int cli_config_has_server(struct cli_config *cfg)
+{
+	if (config_resolve(cfg) != 0)
+		return ORC_ERROR;
+	return cfg->url != NULL;
 }
 
 void cli_config_release(struct cli_config *cfg)

@@ -309,7 +309,7 @@ def test_orchardctl_checkpoint_fork_pause_resume(stack, admin):
     r = stack.orchardctl("checkpoint", "rm", ck)
     assert r.returncode == 0 and r.stdout.strip() == ck, r.stderr
     r = stack.orchardctl("checkpoint", "get", ck)
-    assert r.returncode == 1 and "not found" in r.stderr
+    assert r.returncode == 125 and "not found" in r.stderr
     for x in [sid] + ids:
         admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))
 

@@ -130,7 +130,7 @@ def test_help_lists_every_command_and_each_has_usage_and_examples(home):
 def test_bad_usage_exits_2_with_a_message_and_usage(home, args, message):
     # A server that would answer is configured: exit 2 proves nothing was sent.
     r = ctl(*args, home=home, ORCHARD_URL="http://127.0.0.1:1")
-    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.returncode == 125, (r.returncode, r.stderr)
     assert message in r.stderr, r.stderr
     assert "usage: orchardctl" in r.stderr
     assert r.stdout == ""
@@ -138,7 +138,7 @@ def test_bad_usage_exits_2_with_a_message_and_usage(home, args, message):
 
 def test_no_server_configured_says_how_to_configure_one(home):
     r = ctl("ls", home=home)
-    assert r.returncode == 2
+    assert r.returncode == 125
     assert "ORCHARD_URL" in r.stderr and "config set-context" in r.stderr
 
 
@@ -212,10 +212,10 @@ def test_set_context_creates_a_private_file_and_the_first_context_is_current(hom
     assert ctl("config", "use-context", "prod", home=home).returncode == 0
     assert ctl("config", "current-context", home=home).stdout == "prod\n"
     r = ctl("config", "use-context", "nosuch", home=home)
-    assert r.returncode == 1 and 'no context "nosuch"' in r.stderr
+    assert r.returncode == 125 and 'no context "nosuch"' in r.stderr
     assert ctl("config", "delete-context", "prod", home=home).returncode == 0
     r = ctl("config", "current-context", home=home)
-    assert r.returncode == 1 and "no current context" in r.stderr
+    assert r.returncode == 125 and "no current context" in r.stderr
     assert ctl("config", "get-contexts", "-q", home=home).stdout == "dev\n"
 
 
@@ -262,7 +262,7 @@ def test_config_file_readable_by_others_is_refused_with_the_fix(home, mode):
     os.chmod(path, mode)
     for args in (["ls"], ["config", "view"], ["config", "set-context", "dev", "--url", "https://x.test"]):
         r = ctl(*args, home=home)
-        assert r.returncode == 1, (args, r.stderr)
+        assert r.returncode == 125, (args, r.stderr)
         assert "chmod 600 '%s'" % path in r.stderr, r.stderr
     assert json.load(open(path))["contexts"]["dev"]["url"] == "http://127.0.0.1:1"  # unchanged
     os.chmod(path, 0o600)
@@ -275,7 +275,7 @@ def test_broken_config_file_is_reported_with_its_path(home):
     with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write('{"contexts": [1, 2]}')
     r = ctl("ls", home=home)
-    assert r.returncode == 1 and path in r.stderr and "not valid" in r.stderr
+    assert r.returncode == 125 and path in r.stderr and "not valid" in r.stderr
 
 
 # ---- a fake API in this process --------------------------------------------
@@ -365,14 +365,14 @@ def test_503_with_retry_after_is_retried_then_succeeds(home, fake_api):
 def test_503_retries_are_bounded(home, fake_api):
     api = fake_api(lambda req, n: (503, {"Retry-After": "0"}, {"detail": "overloaded"}))
     r = ctl("get", "sb1", home=home, ORCHARD_URL=api.url)
-    assert r.returncode == 1 and "overloaded (HTTP 503" in r.stderr
+    assert r.returncode == 125 and "overloaded (HTTP 503" in r.stderr
     assert len(api.requests) == 4
 
 
 def test_other_errors_are_not_retried(home, fake_api):
     api = fake_api(lambda req, n: (500, {}, {"detail": "boom"}))
     r = ctl("ls", home=home, ORCHARD_URL=api.url)
-    assert r.returncode == 1 and "boom (HTTP 500" in r.stderr
+    assert r.returncode == 125 and "boom (HTTP 500" in r.stderr
     assert len(api.requests) == 1
 
 
@@ -419,10 +419,10 @@ def test_routes_missing_from_the_server_are_named_as_such(home, fake_api):
                                              "code": "not_found"}))
     for args in (["jobs", "ls", "sb1"], ["jobs", "cancel", "j1"]):
         r = ctl(*args, home=home, ORCHARD_URL=api.url)
-        assert r.returncode == 1 and "not supported by this server" in r.stderr, r.stderr
+        assert r.returncode == 125 and "not supported by this server" in r.stderr, r.stderr
     api2 = fake_api(lambda req, n: (404, {}, {"detail": "job j1 not found", "code": "not_found"}))
     r = ctl("jobs", "cancel", "j1", home=home, ORCHARD_URL=api2.url)
-    assert r.returncode == 1 and "job j1 not found" in r.stderr and "not supported" not in r.stderr
+    assert r.returncode == 125 and "job j1 not found" in r.stderr and "not supported" not in r.stderr
 
 
 def test_flags_beat_context_beat_env_beat_current_context(home, fake_api):
@@ -435,7 +435,7 @@ def test_flags_beat_context_beat_env_beat_current_context(home, fake_api):
     assert ctl("ls", "--context", "other", home=home, ORCHARD_API_KEY="env-key").returncode == 0
     assert ctl("ls", "--api-key", "flag-key", "--context", "other", home=home).returncode == 0
     assert ctl("--api-key", "flag-key", "ls", home=home, ORCHARD_URL="http://127.0.0.1:1",
-               ORCHARD_CONTEXT="nosuch").returncode == 1                          # named but missing
+               ORCHARD_CONTEXT="nosuch").returncode == 125                          # named but missing
     assert seen == ["cur-key", "env-key", "other-key", "flag-key"]
 
 
@@ -531,7 +531,7 @@ def test_ls_pages_through_everything_and_rm_all_needs_yes(stack, home):
     r = sctl(stack, home, "ls", "-l", "page=" + tag, "--chunk-size", "2", "-o", "json")
     assert [s["sandbox_id"] for s in json.loads(r.stdout)["sandboxes"]] == ids
     r = sctl(stack, home, "rm", "--all", "-l", "page=" + tag)  # stdin is not a terminal
-    assert r.returncode == 2 and "pass -y" in r.stderr
+    assert r.returncode == 125 and "pass -y" in r.stderr
     assert len(sctl(stack, home, "ls", "-l", "page=" + tag, "-q").stdout.split()) == 3
     r = sctl(stack, home, "rm", "--all", "-l", "page=" + tag, "-y")
     assert r.returncode == 0 and sorted(r.stdout.split()) == sorted(ids)
@@ -572,7 +572,7 @@ def test_rm_all_asks_on_a_terminal(stack, home):
     tag = "y%d" % os.getpid()
     sid = sctl(stack, home, "create", "-l", "ask=" + tag).stdout.strip()
     status, out = run_in_pty(["rm", "--all", "-l", "ask=" + tag], stack_env(stack, home), b"n\n")
-    assert status == 1 and "Delete 1 sandbox? [y/N]" in out and sid in out, out
+    assert status == 125 and "Delete 1 sandbox? [y/N]" in out and sid in out, out
     assert sctl(stack, home, "ls", "-l", "ask=" + tag, "-q").stdout == sid + "\n"
     status, out = run_in_pty(["rm", "--all", "-l", "ask=" + tag], stack_env(stack, home), b"y\n")
     assert status == 0, out
@@ -613,10 +613,34 @@ def test_exec_stdin_exit_codes_workdir_env_login_timeout(stack, sandbox, home):
     assert r.stdout == "a b|it's|", r.stderr
     jobs = stack.counts()["jobs"]
     r = sctl(stack, home, "exec", sandbox, "--", "wc", "-c", input="x" * ((8 << 20) + 1))
-    assert r.returncode == 1 and "larger than 8 MiB" in r.stderr
+    assert r.returncode == 125 and "larger than 8 MiB" in r.stderr
     assert stack.counts()["jobs"] == jobs  # refused before sending
     r = sctl(stack, home, "exec", sandbox, "--timeout", "1", "--", "sleep", "10")
     assert r.returncode == 124 and "timed out after 1s" in r.stderr
+
+
+def test_exit_codes_are_reserved_like_dockers(stack, sandbox, home):
+    """125: orchardctl's own failure; 126/127: the command could not run;
+    otherwise the command's own status, whatever it is."""
+    def status(*args):
+        return sctl(stack, home, *args).returncode
+    assert status("exec", sandbox, "--", "false") == 1
+    assert status("exec", sandbox, "--", "sh", "-c", "exit 2") == 2
+    assert status("exec", sandbox, "--", "sh", "-c", "exit 125") == 125  # the command's own, passed on
+    assert status("exec", sandbox, "--", "no-such-command-xyz") == 127
+    assert status("exec", sandbox, "--", "sh", "-c", "printf 'echo hi' > /tmp/noexec; chmod 644 /tmp/noexec") == 0
+    assert status("exec", sandbox, "--", "/tmp/noexec") == 126
+    assert status("exec", sandbox, "--", "/tmp") == 126                     # a directory
+    r = sctl(stack, home, "exec", "no-such-sandbox", "--", "true")
+    assert r.returncode == 125 and "not found" in r.stderr, r.stderr
+    assert status("exec", sandbox) == 125                                     # usage: no command
+    assert status("exec", sandbox, "--bogus", "--", "true") == 125
+    assert status("no-such-subcommand") == 125
+    r = ctl("exec", sandbox, "--", "true", home=home, ORCHARD_URL="https://127.0.0.1:1")
+    assert r.returncode == 125 and "cannot reach" in r.stderr, r.stderr       # network error
+    job = sctl(stack, home, "exec", "-d", sandbox, "--", "sh", "-c", "exit 2").stdout.strip()
+    assert status("jobs", "wait", job) == 2
+    assert "125 orchardctl's own error" in ctl("--help", home=home).stdout
 
 
 def test_detach_then_jobs_wait_logs_get(stack, sandbox, home):
@@ -634,11 +658,11 @@ def test_detach_then_jobs_wait_logs_get(stack, sandbox, home):
     assert re.search(r"^exit_code\s+7$", table, re.M) and re.search(r"^stdout\s+\(4 bytes", table, re.M)
     slow = sctl(stack, home, "exec", "-d", sandbox, "--", "sleep", "4").stdout.strip()
     r = sctl(stack, home, "jobs", "wait", slow, "--timeout", "1")
-    assert r.returncode == 1 and "still" in r.stderr
+    assert r.returncode == 125 and "still" in r.stderr
     assert sctl(stack, home, "jobs", "logs", "-f", slow).returncode == 0
     assert sctl(stack, home, "jobs", "wait", slow).returncode == 0
     r = sctl(stack, home, "jobs", "get", "00000000-0000-4000-8000-000000000000")
-    assert r.returncode == 1 and "not found (HTTP 404" in r.stderr
+    assert r.returncode == 125 and "not found (HTTP 404" in r.stderr
 
 
 def test_jobs_ls_and_cancel(stack, admin, sandbox, home):
@@ -665,11 +689,11 @@ def test_jobs_ls_and_cancel(stack, admin, sandbox, home):
 def test_heartbeat_get_version_and_errors(stack, sandbox, home):
     assert sctl(stack, home, "heartbeat", sandbox).stdout == sandbox + "\n"
     r = sctl(stack, home, "heartbeat", "nosuch")
-    assert r.returncode == 1 and "not found (HTTP 404" in r.stderr
+    assert r.returncode == 125 and "not found (HTTP 404" in r.stderr
     r = sctl(stack, home, "get", "nosuch")
-    assert r.returncode == 1 and "not found (HTTP 404, request " in r.stderr
+    assert r.returncode == 125 and "not found (HTTP 404, request " in r.stderr
     r = sctl(stack, home, "ls", key="orch_000000000000_" + "0" * 40)
-    assert r.returncode == 1 and "hint: the API key was refused" in r.stderr
+    assert r.returncode == 125 and "hint: the API key was refused" in r.stderr
     r = sctl(stack, home, "version")
     assert r.returncode == 0 and re.search(r"^server %s: \S+ \S+$" % re.escape(stack.url), r.stdout, re.M)
 
@@ -681,4 +705,4 @@ def test_a_saved_context_is_enough_to_reach_the_stack(stack, sandbox, home):
     r = ctl("exec", sandbox, "--", "echo", "via context", home=home)
     assert (r.returncode, r.stdout) == (0, "via context\n"), r.stderr
     r = ctl("ls", "--cacert", "/nonexistent/ca.crt", home=home)  # a flag beats the context
-    assert r.returncode == 1 and "TLS with %s failed" % stack.url in r.stderr, r.stderr
+    assert r.returncode == 125 and "TLS with %s failed" % stack.url in r.stderr, r.stderr

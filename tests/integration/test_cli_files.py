@@ -156,17 +156,17 @@ def test_cp_through_stdin_and_stdout(stack, sandbox, home, work):
         assert t.extractfile(members["in.txt"]).read() == data.encode()
         assert members["dir/t/x.sh"].mode & 0o7777 == 0o751
     r = sctl(stack, home, "cp", "--tar", remote + "/in.txt", "-")
-    assert r.returncode == 1 and "--tar copies directories" in r.stderr
+    assert r.returncode == 125 and "--tar copies directories" in r.stderr
     rexec(stack, home, sandbox, "rm -rf /workspace/piped-%d" % os.getpid())
 
 
 def test_cp_errors_name_what_is_wrong(stack, sandbox, home, work):
     r = sctl(stack, home, "cp", "%s:/nonexistent/x" % sandbox, work)
-    assert r.returncode == 1 and "no such file or directory in the sandbox" in r.stderr, r.stderr
+    assert r.returncode == 125 and "no such file or directory in the sandbox" in r.stderr, r.stderr
     r = sctl(stack, home, "cp", os.path.join(work, "missing"), "%s:x" % sandbox)
-    assert r.returncode == 1 and 'cannot read "%s/missing"' % work in r.stderr, r.stderr
+    assert r.returncode == 125 and 'cannot read "%s/missing"' % work in r.stderr, r.stderr
     r = sctl(stack, home, "cp", "nosuchsandbox:/x", work)
-    assert r.returncode == 1 and "sandbox nosuchsandbox not found (HTTP 404" in r.stderr, r.stderr
+    assert r.returncode == 125 and "sandbox nosuchsandbox not found (HTTP 404" in r.stderr, r.stderr
     # The server refuses a tar that leaves the directory, and says which entry.
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:
@@ -177,7 +177,7 @@ def test_cp_errors_name_what_is_wrong(stack, sandbox, home, work):
                        input=buf.getvalue(), capture_output=True, timeout=120,
                        env=clean_env(home, ORCHARD_URL=stack.url, ORCHARD_API_KEY=stack.admin_key,
                                      ORCHARD_CACERT=stack.cacert))
-    assert r.returncode == 1 and b"../escaped" in r.stderr, r.stderr
+    assert r.returncode == 125 and b"../escaped" in r.stderr, r.stderr
     assert rexec(stack, home, sandbox, "ls /workspace/escaped 2>&1 || true").startswith("ls:")
 
 
@@ -215,7 +215,7 @@ def test_cp_download_refuses_a_tar_that_leaves_the_directory(home, work, fake_ap
     url = fake_api(respond).url
     dest = os.path.join(work, "dest")
     r = ctl("cp", "sb1:/workspace/d", dest, home=home, ORCHARD_URL=url)
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 125, r.stderr
     assert "refusing entry" in r.stderr, r.stderr
     assert open(os.path.join(dest, "fine.txt")).read() == "ok"  # what came before stays
     assert not os.path.exists(os.path.join(work, "escaped"))
@@ -227,11 +227,11 @@ def test_cp_download_refuses_a_tar_that_leaves_the_directory(home, work, fake_ap
 def test_files_ls_cat_rm_mkdir(stack, sandbox, home):
     base = "/workspace/files-%d" % os.getpid()
     r = sctl(stack, home, "files", "mkdir", sandbox, base + "/a/b")
-    assert r.returncode == 1 and "(HTTP 404" in r.stderr, r.stderr  # no -p: the parent is missing
+    assert r.returncode == 125 and "(HTTP 404" in r.stderr, r.stderr  # no -p: the parent is missing
     r = sctl(stack, home, "files", "mkdir", "-p", "-m", "0700", sandbox, base + "/a/b")
     assert r.returncode == 0, r.stderr
     assert sctl(stack, home, "files", "mkdir", "-p", sandbox, base + "/a/b").returncode == 0
-    assert sctl(stack, home, "files", "mkdir", sandbox, base + "/a/b").returncode == 1
+    assert sctl(stack, home, "files", "mkdir", sandbox, base + "/a/b").returncode == 125
     rexec(stack, home, sandbox, "cd %s && printf hello > f.txt && ln -s f.txt l" % base)
     r = sctl(stack, home, "files", "ls", sandbox, base)
     assert r.returncode == 0, r.stderr
@@ -246,15 +246,15 @@ def test_files_ls_cat_rm_mkdir(stack, sandbox, home):
     r = sctl(stack, home, "files", "cat", sandbox, base + "/f.txt", base + "/l")
     assert (r.returncode, r.stdout) == (0, "hellohello"), r.stderr
     r = sctl(stack, home, "files", "cat", sandbox, base + "/nope")
-    assert r.returncode == 1 and "/nope" in r.stderr and "(HTTP 404" in r.stderr, r.stderr
+    assert r.returncode == 125 and "/nope" in r.stderr and "(HTTP 404" in r.stderr, r.stderr
     r = sctl(stack, home, "files", "rm", sandbox, base + "/a")
-    assert r.returncode == 1 and "-r removes a directory" in r.stderr, r.stderr
+    assert r.returncode == 125 and "-r removes a directory" in r.stderr, r.stderr
     assert sctl(stack, home, "files", "rm", "-r", sandbox, base + "/a", base + "/l").returncode == 0
     assert sctl(stack, home, "files", "ls", sandbox, base, "-q").stdout == "f.txt\n"
-    assert sctl(stack, home, "files", "rm", sandbox, base + "/a").returncode == 1
+    assert sctl(stack, home, "files", "rm", sandbox, base + "/a").returncode == 125
     assert sctl(stack, home, "files", "rm", "-f", sandbox, base + "/a").returncode == 0
     r = sctl(stack, home, "files", "rm", "-f", "nosuchsandbox", "x")
-    assert r.returncode == 1 and "sandbox nosuchsandbox not found" in r.stderr  # -f is for paths only
+    assert r.returncode == 125 and "sandbox nosuchsandbox not found" in r.stderr  # -f is for paths only
     sctl(stack, home, "files", "rm", "-r", sandbox, base)
 
 
@@ -290,17 +290,17 @@ def test_patch_apply_diff_reset(stack, sandbox, home, work):
     assert doc["files"] == 1 and doc["patch"] == diff.stdout
     # Applying it again fails: the file no longer matches. Nothing changes.
     r = sctl(stack, home, "patch", "apply", sandbox, path, "--cwd", repo)
-    assert r.returncode == 1, r.stdout
+    assert r.returncode == 125, r.stdout
     assert 'the patch does not apply: patch does not apply to "f.txt": hunk #1' in r.stderr, r.stderr
     r = sctl(stack, home, "patch", "apply", sandbox, "--cwd", repo, input="this is not a patch\n")
-    assert r.returncode == 1 and "the patch does not apply" in r.stderr, r.stderr
+    assert r.returncode == 125 and "the patch does not apply" in r.stderr, r.stderr
     r = sctl(stack, home, "patch", "apply", sandbox, "--cwd", repo, input="")
-    assert r.returncode == 1 and "empty" in r.stderr
+    assert r.returncode == 125 and "empty" in r.stderr
     r = sctl(stack, home, "patch", "reset", sandbox, "--cwd", repo)
     assert (r.returncode, r.stdout) == (0, head + "\n"), r.stderr
     assert sctl(stack, home, "patch", "diff", sandbox, "--cwd", repo).stdout == ""
     r = sctl(stack, home, "patch", "reset", sandbox, "no-such-ref", "--cwd", repo)
-    assert r.returncode == 1 and "no-such-ref" in r.stderr and "(HTTP 400" in r.stderr, r.stderr
+    assert r.returncode == 125 and "no-such-ref" in r.stderr and "(HTTP 400" in r.stderr, r.stderr
     rexec(stack, home, sandbox, "rm -rf " + repo)
 
 
@@ -406,9 +406,9 @@ def test_shell_and_exec_t_exit_codes_and_refusals(stack, sandbox, home):
     r = sctl(stack, home, "shell", sandbox, "--no-login", "--", "sh", input="echo piped; exit 4\n")
     assert r.returncode == 4 and "piped" in r.stdout, (r.stdout, r.stderr)
     r = sctl(stack, home, "shell", "nosuchsandbox")
-    assert r.returncode == 1 and "not found (HTTP 404" in r.stderr, r.stderr
+    assert r.returncode == 125 and "not found (HTTP 404" in r.stderr, r.stderr
     r = sctl(stack, home, "shell", sandbox, key="orch_000000000000_" + "0" * 40, input="")
-    assert r.returncode == 1 and "HTTP 403" in r.stderr, r.stderr
+    assert r.returncode == 125 and "HTTP 403" in r.stderr, r.stderr
 
 
 # ---- keys and tenants -----------------------------------------------------------
@@ -425,15 +425,15 @@ def test_tenants_and_keys_for_admins(stack, home):
     assert re.search(r"^%s\s+0\s+0\s+0 B\s+3\s+500m\s+-\s" % name, r.stdout, re.M), r.stdout
     assert name in sctl(stack, home, "tenants", "ls", "-q").stdout.split()
     r = sctl(stack, home, "tenants", "create", name)
-    assert r.returncode == 1 and "(HTTP 409" in r.stderr
+    assert r.returncode == 125 and "(HTTP 409" in r.stderr
     key = stack.new_tenant_key(name + "-k")
     key_id = key.split("_")[1]
     r = sctl(stack, home, "keys", "ls", "--tenant", name + "-k")
     assert re.search(r"^%s\s+%s-k\s+user\s.*\sactive\s" % (key_id, name), r.stdout, re.M), r.stdout
     assert key_id in [k["key_id"] for k in json.loads(sctl(stack, home, "keys", "ls", "-o", "json").stdout)["keys"]]
     r = sctl(stack, home, "tenants", "ls", key=key)  # not an admin
-    assert r.returncode == 1 and "(HTTP 403" in r.stderr, r.stderr
+    assert r.returncode == 125 and "(HTTP 403" in r.stderr, r.stderr
     assert sctl(stack, home, "keys", "revoke", key_id).stdout == key_id + "\n"
     r = sctl(stack, home, "ls", key=key)
-    assert r.returncode == 1 and "HTTP 403" in r.stderr
+    assert r.returncode == 125 and "HTTP 403" in r.stderr
     assert "revoked" in sctl(stack, home, "keys", "ls", "--tenant", name + "-k").stdout

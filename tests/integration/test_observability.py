@@ -457,7 +457,7 @@ def test_orchardctl_stats(stack, scenario, admin):
     api = admin.get(stack.url + "/v1/stats", params={"tenant": TENANT})
     r = stack.orchardctl("stats", "--tenant", TENANT, "-o", "json")
     if api.status_code == 404 and "no route" in api.text:
-        assert r.returncode == 1 and "not supported by this server" in r.stderr, (r.stdout, r.stderr)
+        assert r.returncode == 125 and "not supported by this server" in r.stderr, (r.stdout, r.stderr)
         pytest.skip("this orchard-api has no GET /v1/stats yet")
     assert api.status_code == 200, api.text
     assert r.returncode == 0, r.stderr
@@ -478,7 +478,7 @@ def test_orchardctl_stats_usage_errors(stack):
                       (["stats", "--tenant", "Not_A_Name"], "--tenant wants a tenant name"),
                       (["stats", "extra"], 'unexpected argument "extra"')):
         r = stack.orchardctl(*args)
-        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+        assert r.returncode == 125 and msg in r.stderr, (args, r.stderr)
 
 
 class FakeStats:
@@ -557,7 +557,7 @@ def test_orchardctl_stats_prints_what_orchard_admin_prints(stack, scenario):
     assert r.returncode == 0 and "\x1b" not in r.stdout and "x?[31m" + "y" * 54 + "..." in r.stdout
 
     r, _ = ctl_against(None, "stats")
-    assert r.returncode == 1 and "stats is not supported by this server" in r.stderr, r.stderr
+    assert r.returncode == 125 and "stats is not supported by this server" in r.stderr, r.stderr
 
 
 # ---- logs --------------------------------------------------------------------

@@ -288,14 +288,14 @@ def test_replay_refuses_files_that_are_not_complete_trajectories(stack, admin, r
     lines = export(stack, admin, sid)
     truncated = write_lines(tmp_path, "trunc.jsonl", lines[:-1])
     r = stack.orchardctl("replay", truncated)
-    assert r.returncode == 2 and 'no "end" line' in r.stderr
+    assert r.returncode == 125 and 'no "end" line' in r.stderr
     future = dict(lines[0], version=2)
     r = stack.orchardctl("replay", write_lines(tmp_path, "v2.jsonl", [future] + lines[1:]))
-    assert r.returncode == 2 and "version 2 is not supported" in r.stderr
+    assert r.returncode == 125 and "version 2 is not supported" in r.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    assert stack.orchardctl("replay", str(bad)).returncode == 2
-    assert stack.orchardctl("replay", str(bad), "--compare", "fuzzy").returncode == 2
-    assert stack.orchardctl("replay").returncode == 2
+    assert stack.orchardctl("replay", str(bad)).returncode == 125
+    assert stack.orchardctl("replay", str(bad), "--compare", "fuzzy").returncode == 125
+    assert stack.orchardctl("replay").returncode == 125
     r = stack.orchardctl("trajectory", "export", "no-such-sandbox")
-    assert r.returncode == 1 and "not found" in r.stderr
+    assert r.returncode == 125 and "not found" in r.stderr
