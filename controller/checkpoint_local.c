@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -128,6 +129,22 @@ static int64_t bytes_of(const char *path)
 static int exists_at(int dfd, const char *name)
 {
 	return faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* The crash tests' window (ORCHARD_TEST_CHECKPOINT_DELAY_MS): the work is
+ * on disk, the database does not know yet. */
+static void test_delay(const struct ctl_config *cfg, const char *what, const char *id)
+{
+	struct timespec ts;
+
+	if (cfg->test_checkpoint_delay_ms <= 0)
+		return;
+	orc_log(ORC_LOG_INFO, "test delay (ORCHARD_TEST_CHECKPOINT_DELAY_MS)", "in", what,
+		"id", id, NULL);
+	ts.tv_sec = cfg->test_checkpoint_delay_ms / 1000;
+	ts.tv_nsec = (cfg->test_checkpoint_delay_ms % 1000) * 1000000;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 /* 1 when name is one of a sandbox dir's parts (dfd: that dir). */
@@ -318,6 +335,7 @@ int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const
 			"sandbox_id", id, NULL);
 	if (err < 0)
 		goto fail;
+	test_delay(d->cfg, "checkpoint", ckpt);
 	if (!snap && renameat(cfd, pname, cfd, ckpt) < 0) {
 		*why = xasprintf("cannot move the checkpoint into place: %s", strerror(errno));
 		err = ORC_ERROR;
@@ -407,8 +425,10 @@ int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb)
 		sb->error = xstrdup("invalid checkpoint id");
 		return ORC_EINVALID;
 	}
-	if (snapshot_restorable(l, sb->restore))
+	if (snapshot_restorable(l, sb->restore)) {
+		test_delay(d->cfg, "fork", sb->id);
 		return 0;   /* local_sandbox_dir_make() did */
+	}
 	if ((cfd = ckpt_dir_fd(l)) < 0 ||
 	    (kfd = openat(cfd, sb->restore, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		sb->error = xasprintf("checkpoint %s is not available on this host", sb->restore);
@@ -431,6 +451,8 @@ int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb)
 		}
 		err = run_cp(&sb->error, src, dst);
 	}
+	if (!err)
+		test_delay(d->cfg, "fork", sb->id);
 done:
 	if (kfd >= 0)
 		close(kfd);

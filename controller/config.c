@@ -256,6 +256,13 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		err = ORC_EINVALID;
 		goto done;
 	}
+	if ((v = getenv("ORCHARD_TEST_CHECKPOINT_DELAY_MS")) && *v &&
+	    orc_parse_i64(&cfg->test_checkpoint_delay_ms, v, 0, 600000) < 0) {
+		fprintf(stderr, "orchard-controller: ORCHARD_TEST_CHECKPOINT_DELAY_MS \"%s\" must be "
+			"0..600000\n", v);
+		err = ORC_EINVALID;
+		goto done;
+	}
 	if ((v = getenv("ORCHARD_SANDBOX_PIDS_MAX")) && *v &&
 	    orc_parse_i64(&pids, v, 16, 4194304) < 0) {
 		fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_PIDS_MAX \"%s\" must be 16..4194304\n", v);

@@ -39,6 +39,9 @@ struct ctl_config {
 	int tools_explicit;      /* tools_dir was configured: missing is an error */
 	char *checkpoint_backend;  /* ORCHARD_CHECKPOINT_BACKEND: "copy", "btrfs" or "auto"
 				    * (default; btrfs when the state dir is on btrfs) */
+	int64_t test_checkpoint_delay_ms;  /* ORCHARD_TEST_CHECKPOINT_DELAY_MS, tests only: a
+					    * sleep inside each checkpoint and fork restore,
+					    * so crash tests can kill the controller there */
 };
 
 #define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }
