@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cglimits.h"
 #include "cancel.h"
 #include "err.h"
 #include "log.h"
@@ -221,6 +222,7 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 	struct agent_exec_result r = AGENT_EXEC_RESULT_INIT;
 	struct agent_child c = AGENT_CHILD_INIT;
 	struct agent_spawn sp = { 0 };
+	struct agent_cglimits before, after;
 	struct stream st[2];
 	int opipe[2] = { -1, -1 }, epipe[2] = { -1, -1 };
 	int in_fd = -1, fd3 = -1, failure_code = 0, err = 0, i, status;
@@ -253,6 +255,7 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 	sp.stderr_fd = epipe[1];
 	sp.fd3 = fd3;
 
+	agent_cglimits_read(&before);
 	r.started_at = orc_now();
 	start = mono_ms();
 	if ((err = agent_spawn_start(&c, &failure, &failure_code, &sp)) < 0)
@@ -290,6 +293,9 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 		epipe[0] = st[1].fd;
 	}
 	r.cancelled = agent_job_detach_child(spec->job);
+	agent_cglimits_read(&after);
+	r.oom_killed = after.oom_kills > before.oom_kills;
+	r.pids_limited = after.pids_refused > before.pids_refused;
 	r.finished_at = orc_now();
 	r.duration_ms = mono_ms() - start;
 	*out = r;

@@ -67,9 +67,13 @@ struct agent_exec_result {
 	double started_at;        /* epoch seconds */
 	double finished_at;
 	double duration_ms;
+	/* While it ran, the sandbox's OOM killer killed a process / its pids
+	 * limit refused a fork (cglimits.h; any process of the sandbox). */
+	int oom_killed;
+	int pids_limited;
 };
 
-#define AGENT_EXEC_RESULT_INIT { 0, 0, 0, 0, ORC_BUF_INIT, ORC_BUF_INIT, 0, 0, 0, 0, NULL, 0, 0, 0 }
+#define AGENT_EXEC_RESULT_INIT { 0, 0, 0, 0, ORC_BUF_INIT, ORC_BUF_INIT, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0 }
 
 int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *spec);
 void agent_exec_result_release(struct agent_exec_result *r);

@@ -189,6 +189,8 @@ static json_object *result_json(const struct agent_exec_result *res, int with_ou
 	json_object_object_add(o, "signal", res->signal ? json_object_new_int(res->signal) : NULL);
 	json_object_object_add(o, "timed_out", json_object_new_boolean(res->timed_out));
 	json_object_object_add(o, "cancelled", json_object_new_boolean(res->cancelled));
+	json_object_object_add(o, "oom_killed", json_object_new_boolean(res->oom_killed));
+	json_object_object_add(o, "pids_limited", json_object_new_boolean(res->pids_limited));
 	if (with_output) {
 		json_object_object_add(o, "stdout", orc_json_new_text(orc_buf_cstr(&res->out), res->out.len));
 		json_object_object_add(o, "stderr", orc_json_new_text(orc_buf_cstr(&res->err), res->err.len));

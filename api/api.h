@@ -387,6 +387,17 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
 
+/* ---- job_failure.c: what ended a job (sql/migrations/023) ------------- */
+
+/* The class of a job the agent answered for (NULL: none); "canceled" is
+ * the storing statement's, which knows about the cancel request. */
+const char *api_job_failure(const char *status, int timed_out, const char *signal,
+			    int oom_killed, int pids_limited);
+/* The agent call of job_id broke off: "sandbox_lost" when its sandbox
+ * leaves 'ready' within a short wait (the controller saw it die), else
+ * "agent_error". */
+const char *api_job_lost_or_agent(const char *job_id);
+
 /* ---- sandbox_agent.c: reaching a sandbox's agent from a route -------- */
 
 /* The caller's ready sandbox's agent. Strings owned by the request. */

@@ -43,7 +43,8 @@ static int cancel_queued(PGconn *db, struct api_req *r, const char *tenant)
 	int err, n;
 
 	err = orc_pg_query(&res, db,
-		"WITH j AS (UPDATE jobs SET status = 'failed', error = $3, completed_at = clock_timestamp()"
+		"WITH j AS (UPDATE jobs SET status = 'failed', error = $3, failure = 'canceled',"
+		" completed_at = clock_timestamp()"
 		" WHERE id = $1 AND tenant_id = $2 AND status = 'queued' RETURNING id, sandbox_id, tenant_id),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id, request_id)"
 		" SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.cancel', '{\"was\": \"queued\"}',"

@@ -41,6 +41,8 @@ struct job_outcome {
 	char out_bytes[24], err_bytes[24];
 	int out_trunc, err_trunc, timed_out;
 	char error[512];                /* "" = NULL */
+	const char *failure;            /* class (job_failure.c); NULL: none */
+	int broken;                     /* the agent call broke off: agent or sandbox? */
 };
 
 /*
@@ -53,8 +55,8 @@ struct job_outcome {
 static int store(PGresult **out, const char *job_id, const struct job_outcome *o,
 		 const char *request_id)
 {
-	const char *params[14];
-	int lengths[14] = { 0 }, formats[14] = { 0 };
+	const char *params[15];
+	int lengths[15] = { 0 }, formats[15] = { 0 };
 	json_object *ev = json_object_new_object();
 	PGresult *res = NULL;
 	PGconn *db = NULL;
@@ -84,6 +86,7 @@ static int store(PGresult **out, const char *job_id, const struct job_outcome *o
 	params[11] = o->error[0] ? o->error : NULL;
 	params[12] = orc_json_str(ev, NULL);
 	params[13] = request_id;
+	params[14] = o->failure;
 	snprintf(sql, sizeof(sql),
 		"WITH j AS (UPDATE jobs SET status = $2, exit_code = $3::int, signal = $4::int,"
 		" stdout = $5::bytea, stderr = $6::bytea, stdout_bytes = $7::bigint,"
@@ -91,6 +94,9 @@ static int store(PGresult **out, const char *job_id, const struct job_outcome *o
 		" stderr_truncated = $10::boolean, timed_out = $11::boolean,"
 		" error = CASE WHEN cancel_requested_at IS NOT NULL AND $2 = 'failed'"
 		" THEN 'cancelled' ELSE $12 END,"
+		" failure = CASE WHEN $2 <> 'failed' THEN NULL"
+		" WHEN cancel_requested_at IS NOT NULL THEN 'canceled'"
+		" WHEN failure = 'sandbox_lost' THEN failure ELSE $15 END,"
 		" completed_at = clock_timestamp() WHERE id = $1 AND status = 'running'"
 		" RETURNING *),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, request_id)"
@@ -100,7 +106,7 @@ static int store(PGresult **out, const char *job_id, const struct job_outcome *o
 		" SELECT %s FROM j", api_job_cols);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		goto done;
-	err = orc_pg_query_bin(&res, db, sql, 14, params, lengths, formats);
+	err = orc_pg_query_bin(&res, db, sql, 15, params, lengths, formats);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == 0 && out && PQntuples(res) == 1) {
 		*out = res;
@@ -121,8 +127,14 @@ void api_job_abandon(const char *job_id, const char *why)
 
 	if (orc_pg_pool_acquire(&api_server.db, &db) < 0)
 		return;
-	orc_pg_query(NULL, db, "UPDATE jobs SET status = 'failed', error = $2,"
-		     " completed_at = clock_timestamp() WHERE id = $1 AND status = 'queued'", 2, params);
+	/* its sandbox failed (lost), is being deleted (canceled with it) or
+	 * cannot take it otherwise (infra) */
+	orc_pg_query(NULL, db, "UPDATE jobs j SET status = 'failed', error = $2,"
+		     " failure = coalesce(j.failure, CASE s.state WHEN 'failed' THEN 'sandbox_lost'"
+		     " WHEN 'deleting' THEN 'canceled' WHEN 'deleted' THEN 'canceled'"
+		     " ELSE 'infra_error' END),"
+		     " completed_at = clock_timestamp() FROM sandboxes s"
+		     " WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id", 2, params);
 	orc_pg_pool_release(&api_server.db, db);
 }
 
@@ -310,6 +322,8 @@ static void outcome_from_agent(struct job_outcome *o, json_object *resp, int64_t
 		snprintf(o->error, sizeof(o->error), "the agent reported no exit code");
 	}
 	o->status = !o->timed_out && !strcmp(o->exit_code, "0") ? "succeeded" : "failed";
+	o->failure = api_job_failure(o->status, o->timed_out, o->signal,
+				     field_bool(resp, "oom_killed"), field_bool(resp, "pids_limited"));
 }
 
 /* The agent's answer to a plain /exec: the result object in *resp. */
@@ -322,6 +336,8 @@ static void call_plain(struct job_outcome *o, json_object **resp, const struct o
 
 	orc_buf_init(&body, RESPONSE_MAX(cap));
 	err = orc_agent_call(&body, &status, req);
+	o->broken = err < 0 && err != ORC_ETOOBIG;
+	o->failure = "agent_error";
 	if (err == ORC_EUNAVAIL) {
 		snprintf(o->error, sizeof(o->error), "agent unreachable: cannot connect to the sandbox's agent");
 	} else if (err == ORC_ETIMEOUT) {
@@ -355,6 +371,8 @@ static void call_stream(struct job_outcome *o, json_object **resp, const struct 
 	api_job_stream_init(&js, sink, cap);
 	err = orc_agent_stream(&status, req, api_job_stream_feed, &js);
 	*resp = api_job_stream_result(&js);
+	o->broken = err < 0;
+	o->failure = "agent_error";
 	if (err == ORC_EUNAVAIL) {
 		snprintf(o->error, sizeof(o->error), "agent unreachable: cannot connect to the sandbox's agent");
 	} else if (err == ORC_ETIMEOUT) {
@@ -403,6 +421,8 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 		call_stream(&o, &resp, &req, timeout, output_cap(job), sink);
 	else
 		call_plain(&o, &resp, &req, timeout, output_cap(job));
+	if (o.broken)
+		o.failure = api_job_lost_or_agent(job_id);
 	api_metrics_exec(o.status, orc_mono_ms() - t0);
 	if (o.error[0] && !o.timed_out)
 		orc_log(ORC_LOG_WARN, "exec failed", "job_id", job_id, "agent", req.address,

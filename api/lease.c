@@ -51,6 +51,7 @@ int api_lease_reap(PGconn *db, int *count_out)
 	 * leased for LEASE_S from its creation. */
 	err = orc_pg_query(&res, db,
 		"WITH f AS (UPDATE jobs SET status = 'failed', error = $1,"
+		" failure = coalesce(failure, 'infra_error'),"
 		" completed_at = clock_timestamp()"
 		" WHERE status IN ('queued', 'running')"
 		" AND coalesce(lease_until, created_at + $2::int * interval '1 second') < now()"

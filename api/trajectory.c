@@ -236,7 +236,7 @@ enum {
 	E_ID, E_KIND, E_DATA, E_HAS_CONTENT, E_JOB_ID, E_AT, E_JOB_FOUND, E_COMMAND, E_CWD,
 	E_ENV, E_LOGIN, E_TIMEOUT, E_STATUS, E_EXIT, E_SIGNAL, E_TIMED_OUT, E_ERROR,
 	E_CREATED, E_STARTED, E_COMPLETED, E_DURATION, E_OUT_BYTES, E_ERR_BYTES, E_OUT_TRUNC,
-	E_ERR_TRUNC,
+	E_ERR_TRUNC, E_FAILURE,
 };
 
 /* exec.finish is folded into the exec line of its exec.accept (the job
@@ -247,7 +247,7 @@ static const char batch_sql[] =
 	" j.exit_code, j.signal, j.timed_out, j.error, " EPOCH("j.created_at") ", "
 	EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
 	EPOCH("j.completed_at - j.started_at") ", j.stdout_bytes, j.stderr_bytes,"
-	" j.stdout_truncated, j.stderr_truncated"
+	" j.stdout_truncated, j.stderr_truncated, j.failure"
 	" FROM events e LEFT JOIN jobs j ON j.id = e.job_id AND j.tenant_id = e.tenant_id"
 	" WHERE e.sandbox_id = $1 AND e.tenant_id = $2 AND e.id > $3::bigint AND e.id <= $4::bigint"
 	" AND e.kind NOT IN ('exec.finish', 'sandbox.create')"
@@ -310,6 +310,7 @@ static int exec_line(json_object **out, struct traj_stream *t, PGresult *b, int 
 	json_object_object_add(o, "timed_out", col_bool(b, i, E_TIMED_OUT));
 	json_object_object_add(o, "signal", col_int(b, i, E_SIGNAL));
 	json_object_object_add(o, "error", col_str(b, i, E_ERROR));
+	json_object_object_add(o, "failure", col_str(b, i, E_FAILURE));
 	json_object_object_add(o, "stdout_bytes", col_int(b, i, E_OUT_BYTES));
 	json_object_object_add(o, "stderr_bytes", col_int(b, i, E_ERR_BYTES));
 	json_object_object_add(o, "stdout_truncated", col_bool(b, i, E_OUT_TRUNC));

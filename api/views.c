@@ -23,12 +23,12 @@ const char api_sandbox_cols[] =
 	EPOCH("s.created_at") ", s.state, s.state_message, s.timeout_seconds, s.labels, "
 	"s.env, s.workdir, s.ttl_seconds, s.idle_timeout_seconds, " ISO("s.ready_at") ", "
 	ISO("s.last_heartbeat_at") ", s.driver, " ISO("s.created_at") ", s.forked_from, s.paused, "
-	"s.pause_desired";
+	"s.pause_desired, s.failure";
 
 enum {
 	S_ID, S_NAMESPACE, S_IMAGE, S_POD, S_BLOCK_NET, S_CPU, S_MEMORY, S_CREATED, S_STATE,
 	S_MESSAGE, S_TIMEOUT, S_LABELS, S_ENV, S_WORKDIR, S_TTL, S_IDLE, S_READY_AT,
-	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED,
+	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED, S_PAUSE_DESIRED, S_FAILURE,
 };
 
 _Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
@@ -38,7 +38,8 @@ const char api_job_cols[] =
 	"j.id, j.sandbox_id, j.command, j.status, j.stdout, j.stderr, j.exit_code, "
 	EPOCH("j.created_at") ", " EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
 	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
-	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds, j.seq, j.serial, j.max_output_bytes";
+	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds, j.seq, j.serial, j.max_output_bytes, "
+	"j.failure";
 
 /* The same columns without the output (lists): NULL where stdout and
  * stderr are. */
@@ -46,13 +47,14 @@ const char api_job_summary_cols[] =
 	"j.id, j.sandbox_id, j.command, j.status, NULL::bytea, NULL::bytea, j.exit_code, "
 	EPOCH("j.created_at") ", " EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
 	"j.error, j.timed_out, j.signal, j.stdout_bytes, j.stderr_bytes, j.stdout_truncated, "
-	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds, j.seq, j.serial, j.max_output_bytes";
+	"j.stderr_truncated, j.kind, j.cwd, j.timeout_seconds, j.seq, j.serial, j.max_output_bytes, "
+	"j.failure";
 
 enum {
 	J_ID, J_SANDBOX, J_COMMAND, J_STATUS, J_STDOUT, J_STDERR, J_EXIT, J_CREATED,
 	J_STARTED, J_COMPLETED, J_ERROR, J_TIMED_OUT, J_SIGNAL, J_STDOUT_BYTES,
 	J_STDERR_BYTES, J_STDOUT_TRUNC, J_STDERR_TRUNC, J_KIND, J_CWD, J_TIMEOUT, J_SEQ, J_SERIAL,
-	J_MAX_OUTPUT,
+	J_MAX_OUTPUT, J_FAILURE,
 };
 
 _Static_assert(J_STATUS == API_JOB_COL_STATUS, "api.h knows where status is");
@@ -151,6 +153,8 @@ json_object *api_sandbox_view(PGresult *res, int row)
 	json_object_object_add(o, "driver", col_str(res, row, S_DRIVER));
 	json_object_object_add(o, "forked_from", col_str(res, row, S_FORKED_FROM));
 	json_object_object_add(o, "paused", col_bool(res, row, S_PAUSED));
+	/* sql/migrations/023_failure_class.sql: set only on a failed sandbox */
+	json_object_object_add(o, "failure", col_str(res, row, S_FAILURE));
 	return o;
 }
 
@@ -182,6 +186,8 @@ json_object *api_job_view(PGresult *res, int row)
 	json_object_object_add(o, "serial", col_bool(res, row, J_SERIAL));
 	json_object_object_add(o, "max_output_bytes", PQgetisnull(res, row, J_MAX_OUTPUT) ?
 			       json_object_new_int64(API_OUTPUT_DEFAULT) : col_int(res, row, J_MAX_OUTPUT));
+	/* what ended a failed job (sql/migrations/023_failure_class.sql) */
+	json_object_object_add(o, "failure", col_str(res, row, J_FAILURE));
 	return o;
 }
 

@@ -194,6 +194,13 @@ void ctl_bwrap_argv(struct ctl_strv *a, const struct ctl_bwrap_spec *s)
 	ctl_strv_push(a, "--bind");
 	ctl_strv_pushf(a, "%s/run", s->dir);
 	ctl_strv_push(a, "/run/orchard");
+	/* Its own cgroups, read-only: the agent tells an OOM kill or a
+	 * refused fork from their counters (agent/cglimits.c). */
+	for (i = 0; s->cgroups && i < s->cgroups->n; i++) {
+		ctl_strv_push(a, "--ro-bind");
+		ctl_strv_push(a, s->cgroups->v[i]);
+		ctl_strv_pushf(a, "/run/orchard/cgroup/%zu", i);
+	}
 	/* The image may have no libc: its agent is the self-contained bundle. */
 	push3(a, "--ro-bind", s->root ? s->agent_bundle : s->agent_bin, "/run/orchard-agent");
 	push3(a, "--dir", "/root", NULL);

@@ -669,6 +669,7 @@ static int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 			sb->block_network, CTL_SPAWN_SECCOMP_FD,
 			root, d->cfg->agent_bundle, &agent_cmd,
 			sb->tools ? L(d)->tools : NULL, d->cfg->tools_mount, &L(d)->tools_profile,
+			&cgdirs,
 		};
 		ctl_bwrap_argv(&argv, &spec);
 		free(root);

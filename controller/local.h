@@ -55,6 +55,10 @@ struct ctl_bwrap_spec {
 	const char *tools;
 	const char *tools_mount;
 	const struct ctl_strv *tools_profile;
+	/* The sandbox's cgroup dirs, or NULL: bound read-only at
+	 * /run/orchard/cgroup/<n> for the agent's failure counters
+	 * (agent/cglimits.c). */
+	const struct ctl_strv *cgroups;
 };
 
 /*
