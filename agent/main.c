@@ -47,7 +47,7 @@ static int parse_args(struct options *o, int argc, char **argv)
 			fputs(usage, stdout);
 			exit(0);
 		} else if (!strcmp(a, "--version")) {
-			printf("orchard-agent %s\n", AGENT_VERSION);
+			printf("orchard-agent %s\n", ORC_VERSION);
 			exit(0);
 		} else if (!strcmp(a, "--lazy-libs")) {
 			exit(agent_dl_print_paths() < 0 ? 1 : 0);
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 	if (agent_server_start(&server, opt.listen, token.ptr) < 0)
 		goto done;
 	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
-	orc_log(ORC_LOG_INFO, "listening", "listen", opt.listen, "version", AGENT_VERSION,
+	orc_log(ORC_LOG_INFO, "listening", "listen", opt.listen, "version", ORC_VERSION,
 		"pid", pid, NULL);
 
 	do

@@ -2,11 +2,13 @@
  * GET /metrics: the api's Prometheus metrics (docs/observability.md).
  *
  * Counted as they happen: requests by route pattern, method and status,
- * with their latency (serve.c calls api_metrics_request once per request),
- * and exec run times by outcome (job_run.c). Read at scrape time: the
- * database pool's use, and sandboxes by state and open jobs by status from
- * two small GROUP BYs over partial indexes (sandboxes_live_idx,
- * jobs_open_idx), so a scrape costs the database next to nothing.
+ * with their latency by route and method (serve.c calls
+ * api_metrics_request once per request; nginx's /_auth subrequests are
+ * counted in families of their own), and exec run times by final state
+ * (job_run.c). Read at scrape time: the process (lib/metrics_process.h),
+ * the database pool's use, and sandboxes and open jobs by state from two
+ * small GROUP BYs over partial indexes (sandboxes_live_idx, jobs_open_idx),
+ * so a scrape costs the database next to nothing.
  *
  * The route is ROUTE_ADMIN: the text names routes and load, which is not a
  * tenant's business; Prometheus scrapes through nginx with an admin key.
@@ -19,13 +21,14 @@
 #include "err.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_process.h"
 #include "pgstmt.h"
 #include "strutil.h"
 
 #define METRICS_MAX (8u << 20)
 
 static struct orc_metrics reg = ORC_METRICS_INIT;
-static struct orc_metric *requests, *request_seconds, *exec_seconds;
+static struct orc_metric *requests, *request_seconds, *auth_requests, *auth_seconds, *exec_seconds;
 static struct orc_metric *pool_size, *pool_open, *pool_in_use, *pool_waits, *pool_timeouts;
 static struct orc_metric *stmt_prepares, *stmt_execs, *connections, *key_verifications;
 static struct orc_metric *sandboxes, *jobs;
@@ -40,7 +43,7 @@ static const double exec_bounds[] = {
 };
 /* Every state a sandbox row can be in but 'deleted' (001_init.sql). */
 static const char *const live_states[] = { "pending", "ready", "failed", "deleting" };
-static const char *const open_statuses[] = { "queued", "running" };
+static const char *const open_states[] = { "queued", "running" };
 
 #define NB(a) (sizeof(a) / sizeof(*(a)))
 
@@ -49,11 +52,17 @@ static const struct orc_metric_def families[] = {
 	  "Requests answered by orchard-api, by route pattern, method and status.",
 	  ORC_LABELS("route", "method", "status"), NULL, 0, 512 },
 	{ &request_seconds, ORC_METRIC_HISTOGRAM, "orchard_api_request_duration_seconds",
-	  "Time from accepting a request to its last byte written, by route pattern, method and status.",
-	  ORC_LABELS("route", "method", "status"), request_bounds, NB(request_bounds), 256 },
+	  "Time from accepting a request to its last byte written, by route pattern and method.",
+	  ORC_LABELS("route", "method"), request_bounds, NB(request_bounds), 128 },
+	{ &auth_requests, ORC_METRIC_COUNTER, "orchard_api_auth_requests_total",
+	  "nginx's key-check subrequests (/_auth, /_auth_agent) answered, by endpoint and status.",
+	  ORC_LABELS("endpoint", "status"), NULL, 0, 32 },
+	{ &auth_seconds, ORC_METRIC_HISTOGRAM, "orchard_api_auth_duration_seconds",
+	  "Time to answer nginx's key-check subrequests, by endpoint.",
+	  ORC_LABELS("endpoint"), request_bounds, NB(request_bounds), 2 },
 	{ &exec_seconds, ORC_METRIC_HISTOGRAM, "orchard_api_exec_duration_seconds",
-	  "Run time of exec jobs run by this process (the agent call), by final status.",
-	  ORC_LABELS("status"), exec_bounds, NB(exec_bounds), 4 },
+	  "Run time of exec jobs run by this process (the agent call), by final state.",
+	  ORC_LABELS("state"), exec_bounds, NB(exec_bounds), 4 },
 	{ &pool_size, ORC_METRIC_GAUGE, "orchard_api_db_pool_size",
 	  "Database connections the pool may open (ORCHARD_DB_POOL).", NULL, NULL, 0, 1 },
 	{ &pool_open, ORC_METRIC_GAUGE, "orchard_api_db_pool_open",
@@ -82,13 +91,17 @@ static const struct orc_metric_def families[] = {
 	  "Sandboxes of all tenants by state (every state but deleted), read from the database.",
 	  ORC_LABELS("state"), NULL, 0, 8 },
 	{ &jobs, ORC_METRIC_GAUGE, "orchard_jobs",
-	  "Open jobs of all tenants by status (queued, running), read from the database.",
-	  ORC_LABELS("status"), NULL, 0, 8 },
+	  "Open jobs of all tenants by state (queued, running), read from the database.",
+	  ORC_LABELS("state"), NULL, 0, 8 },
 };
 
 int api_metrics_init(void)
 {
-	return orc_metrics_register(&reg, families, NB(families));
+	int err;
+
+	if ((err = orc_metrics_register(&reg, families, NB(families))) < 0)
+		return err;
+	return orc_metrics_process_register(&reg, "api");
 }
 
 /* Methods from a fixed set, so a client cannot add series. */
@@ -103,25 +116,31 @@ static const char *method_label(const char *m)
 	return "other";
 }
 
-static const char *route_label(const struct api_req *r)
+/* nginx's key checks, which are not requests of a client of their own. */
+static const char *auth_endpoint(const struct api_req *r)
 {
-	if (r->route)
-		return r->route;
-	if (r->path && (!strcmp(r->path, "/_auth") || !strcmp(r->path, "/_auth_agent")))
+	if (!r->route && r->path && (!strcmp(r->path, "/_auth") || !strcmp(r->path, "/_auth_agent")))
 		return r->path;
-	return "unmatched";
+	return NULL;
 }
 
 void api_metrics_request(const struct api_req *r, int64_t ms)
 {
+	const char *endpoint = auth_endpoint(r);
 	char status[8];
 	const char *v[3];
 
 	snprintf(status, sizeof(status), "%d", r->status >= 100 && r->status <= 599 ? r->status : 0);
-	v[0] = route_label(r);
+	if (endpoint) {
+		orc_metric_inc(auth_requests, ORC_LABELS(endpoint, status));
+		orc_metric_observe(auth_seconds, ORC_LABELS(endpoint), (double)ms / 1000);
+		return;
+	}
+	v[0] = r->route ? r->route : "unmatched";
 	v[1] = method_label(r->method);
 	v[2] = status;
 	orc_metric_inc(requests, v);
+	v[2] = NULL;
 	orc_metric_observe(request_seconds, v, (double)ms / 1000);
 }
 
@@ -182,8 +201,8 @@ static void refresh_db(void)
 		goto done;
 	for (i = 0; i < NB(live_states); i++)
 		orc_metric_set(sandboxes, ORC_LABELS(live_states[i]), 0);
-	for (i = 0; i < NB(open_statuses); i++)
-		orc_metric_set(jobs, ORC_LABELS(open_statuses[i]), 0);
+	for (i = 0; i < NB(open_states); i++)
+		orc_metric_set(jobs, ORC_LABELS(open_states[i]), 0);
 	for (row = 0; row < PQntuples(res); row++) {
 		if (orc_parse_double(&n, PQgetvalue(res, row, 2), 0, 1e15) < 0)
 			continue;
@@ -204,6 +223,7 @@ int api_metrics_get(struct api_req *r)
 
 	orc_buf_init(&body, METRICS_MAX);
 	pthread_mutex_lock(&scrape_lock);
+	orc_metrics_process_refresh();
 	refresh_pool();
 	refresh_db();
 	err = orc_metrics_render(&body, &reg);

@@ -1,13 +1,15 @@
 /*
  * The controller's metrics: reconcile pass durations, create-to-ready and
  * launch-to-ready times, driver operations and their errors, sandboxes by
- * state as the last sweep saw them, and the leader flag.
+ * state as the last sweep saw them, the leader flag, and the process
+ * (lib/metrics_process.h).
  */
 #include "ctl_metrics.h"
 
 #include <string.h>
 
 #include "metrics.h"
+#include "metrics_process.h"
 #include "strutil.h"
 
 static struct orc_metrics reg = ORC_METRICS_INIT;
@@ -58,7 +60,11 @@ static const struct orc_metric_def families[] = {
 
 int ctl_metrics_init(void)
 {
-	return orc_metrics_register(&reg, families, NB(families));
+	int err;
+
+	if ((err = orc_metrics_register(&reg, families, NB(families))) < 0)
+		return err;
+	return orc_metrics_process_register(&reg, "controller");
 }
 
 void ctl_metrics_state_seen(const char *state)
@@ -99,6 +105,7 @@ void ctl_metrics_leader(int on)
 
 int ctl_metrics_render(struct orc_buf *out)
 {
+	orc_metrics_process_refresh();
 	return orc_metrics_render(out, &reg);
 }
 

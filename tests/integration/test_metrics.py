@@ -9,6 +9,7 @@ import math
 import os
 import re
 import socket
+import time
 import uuid
 
 import pytest
@@ -21,6 +22,8 @@ NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 NUMBER_RE = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\Z")
 TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
+VERSION = re.search(r'ORC_VERSION "([^"]+)"', open(os.path.join(
+    os.path.dirname(__file__), "..", "..", "lib", "version.h")).read()).group(1)
 
 
 # ---- a strict parser of the text exposition format -----------------------
@@ -248,6 +251,8 @@ def scrape_controller(stack):
 API_FAMILIES = {
     "orchard_api_requests_total": "counter",
     "orchard_api_request_duration_seconds": "histogram",
+    "orchard_api_auth_requests_total": "counter",
+    "orchard_api_auth_duration_seconds": "histogram",
     "orchard_api_exec_duration_seconds": "histogram",
     "orchard_api_db_pool_size": "gauge",
     "orchard_api_db_pool_open": "gauge",
@@ -261,13 +266,26 @@ API_FAMILIES = {
     "orchard_sandboxes": "gauge",
     "orchard_jobs": "gauge",
 }
+PROCESS_FAMILIES = {
+    "orchard_build_info": "gauge",
+    "process_cpu_seconds_total": "counter",
+    "process_resident_memory_bytes": "gauge",
+    "process_virtual_memory_bytes": "gauge",
+    "process_open_fds": "gauge",
+    "process_max_fds": "gauge",
+    "process_start_time_seconds": "gauge",
+}
+API_FAMILIES.update(PROCESS_FAMILIES)
 
 
 def test_api_metrics_parse_and_declare_every_family(mstack, madmin):
     fams = scrape_api(mstack, madmin)
     assert {n: f.type for n, f in fams.items()} == API_FAMILIES
-    # The request that fetched /metrics' auth was counted before this one.
-    assert value(fams, "orchard_api_requests_total", route="/_auth", method="GET", status="204") >= 1
+    # The auth subrequest of this scrape was counted before it, apart.
+    assert value(fams, "orchard_api_auth_requests_total", endpoint="/_auth", status="204") >= 1
+    assert value(fams, "orchard_api_auth_duration_seconds_count", endpoint="/_auth") >= 1
+    for _, labels, _ in fams["orchard_api_requests_total"].samples:
+        assert not labels["route"].startswith("/_auth"), labels
     assert value(fams, "orchard_api_db_pool_size") == 8     # ORCHARD_DB_POOL's default
     assert 0 <= value(fams, "orchard_api_db_pool_in_use") <= value(fams, "orchard_api_db_pool_open") <= 8
 
@@ -299,13 +317,15 @@ def test_three_execs_move_the_exec_histogram_by_three(mstack, madmin, msandbox):
     def delta(sample, **labels):
         return value(after, sample, **labels) - value(before, sample, **labels)
 
-    assert delta("orchard_api_exec_duration_seconds_count", status="succeeded") == 3
-    assert delta("orchard_api_exec_duration_seconds_count", status="failed") == 1
-    assert delta("orchard_api_exec_duration_seconds_bucket", status="succeeded", le="+Inf") == 3
-    assert delta("orchard_api_exec_duration_seconds_sum", status="succeeded") >= 0
-    route = dict(route="/sandboxes/{id}/exec", method="POST", status="200")
-    assert delta("orchard_api_requests_total", **route) == 4
+    assert delta("orchard_api_exec_duration_seconds_count", state="succeeded") == 3
+    assert delta("orchard_api_exec_duration_seconds_count", state="failed") == 1
+    assert delta("orchard_api_exec_duration_seconds_bucket", state="succeeded", le="+Inf") == 3
+    assert delta("orchard_api_exec_duration_seconds_sum", state="succeeded") >= 0
+    route = dict(route="/sandboxes/{id}/exec", method="POST")
+    assert delta("orchard_api_requests_total", status="200", **route) == 4
     assert delta("orchard_api_request_duration_seconds_count", **route) == 4
+    # One auth subrequest per request (the four execs and the second scrape).
+    assert delta("orchard_api_auth_requests_total", endpoint="/_auth", status="204") == 5
 
 
 def test_statuses_are_counted_by_route_pattern_never_by_raw_path(mstack, madmin):
@@ -334,8 +354,55 @@ def test_sandbox_and_job_gauges_match_the_database(mstack, madmin, msandbox):
     for state in ("pending", "ready", "failed", "deleting"):
         assert value(fams, "orchard_sandboxes", default=None, state=state) == int(db.get(state, 0))
     assert value(fams, "orchard_sandboxes", state="ready") >= 1
-    for status in ("queued", "running"):
-        assert value(fams, "orchard_jobs", default=None, status=status) is not None
+    for state in ("queued", "running"):
+        assert value(fams, "orchard_jobs", default=None, state=state) is not None
+
+
+def test_the_request_histogram_has_no_status_label(mstack, madmin):
+    """Latency by route and method only: statuses multiply series by ten or
+    more. The counter keeps them."""
+    assert madmin.get(mstack.url + "/sandboxes/nosuch-hist").status_code == 404
+    fams = scrape_api(mstack, madmin)
+    hist = fams["orchard_api_request_duration_seconds"].samples
+    assert hist and all(set(l) - {"le"} == {"route", "method"} for _, l, _ in hist), hist[:3]
+    assert value(fams, "orchard_api_requests_total", route="/sandboxes/{id}", method="GET",
+                 status="404") >= 1
+
+
+def test_no_metric_calls_a_state_status(mstack, madmin):
+    """One label name for states; status is only an HTTP status code."""
+    fams = dict(scrape_api(mstack, madmin))
+    fams.update(scrape_controller(mstack))
+    for fam in fams.values():
+        for _, labels, _ in fam.samples:
+            if "status" in labels:
+                assert re.match(r"[1-5]\d\d\Z", labels["status"]), (fam.name, labels)
+
+
+def check_process_metrics(fams, component):
+    assert value(fams, "orchard_build_info", version=VERSION, component=component) == 1
+    assert len(fams["orchard_build_info"].samples) == 1
+    assert value(fams, "process_cpu_seconds_total") > 0
+    assert value(fams, "process_resident_memory_bytes") > 1 << 20
+    assert value(fams, "process_virtual_memory_bytes") >= value(fams, "process_resident_memory_bytes")
+    assert 3 <= value(fams, "process_open_fds") <= value(fams, "process_max_fds")
+    start = value(fams, "process_start_time_seconds")
+    assert time.time() - 86400 < start <= time.time() + 5, start
+
+
+def test_api_process_metrics(mstack, madmin):
+    fams = scrape_api(mstack, madmin)
+    check_process_metrics(fams, "api")
+    # They are the api's own: its /proc agrees (descriptors come and go with
+    # requests, hence the slack).
+    with open(os.path.join(mstack.run_dir, "api.pid")) as f:
+        pid = int(f.read().split()[0])
+    n = len(os.listdir("/proc/%d/fd" % pid))
+    assert abs(value(fams, "process_open_fds") - n) <= 16, n
+
+
+def test_controller_process_metrics(mstack):
+    check_process_metrics(scrape_controller(mstack), "controller")
 
 
 # ---- nginx -----------------------------------------------------------------
@@ -360,6 +427,7 @@ CONTROLLER_FAMILIES = {
     "orchard_controller_sandboxes": "gauge",
     "orchard_controller_leader": "gauge",
 }
+CONTROLLER_FAMILIES.update(PROCESS_FAMILIES)
 
 
 def test_controller_metrics_url_is_in_var_env(mstack):
