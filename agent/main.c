@@ -162,7 +162,6 @@ int main(int argc, char **argv)
 	struct orc_buf token = ORC_BUF_INIT;
 	struct agent_server *server = NULL;
 	sigset_t set;
-	char pid[32];
 	int sig, status = 1;
 
 	orc_log_init("agent");
@@ -177,14 +176,13 @@ int main(int argc, char **argv)
 		goto done;
 	if (agent_server_start(&server, opt.listen, token.ptr) < 0)
 		goto done;
-	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
 	orc_log(ORC_LOG_INFO, "listening", "listen", opt.listen, "version", ORC_VERSION,
-		"pid", pid, NULL);
+		ORC_LOG_INT("pid", getpid()), NULL);
 
 	do
 		sig = sigwaitinfo(&set, NULL);
 	while (sig < 0);
-	orc_logf(ORC_LOG_INFO, "signal %d: shutting down", sig);
+	orc_log(ORC_LOG_INFO, "shutting down", ORC_LOG_INT("signal", sig), NULL);
 	/* The server stops only when its requests have ended: kill the
 	 * running command rather than wait for it. */
 	agent_exec_stop_all();

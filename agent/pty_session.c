@@ -435,7 +435,8 @@ static void check_child(struct pty_session *s, int64_t now)
 		close(s->master);
 		s->master = -1;
 		orc_buf_release(&s->input);
-		orc_logf(ORC_LOG_INFO, "pty session %s exited with %d", s->id, s->exit_code);
+		orc_log(ORC_LOG_INFO, "pty session exited", "session_id", s->id,
+			ORC_LOG_INT("exit_code", s->exit_code), NULL);
 	}
 }
 

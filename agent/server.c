@@ -70,6 +70,8 @@ struct request_state {
 	const char *error_msg;
 	const char *allow;
 	int64_t start_ms;
+	char request_id[129];      /* X-Request-ID, when valid */
+	struct orc_trace trace;    /* a child span of traceparent's, or a new trace */
 };
 
 void agent_reply_json(struct agent_reply *reply, unsigned status, json_object *o)
@@ -100,7 +102,6 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const char *metho
 	enum orc_log_level level = st->route ? st->route->log_level : ORC_LOG_INFO;
 	size_t len = 0;
 	char *body = orc_buf_detach(&reply->body, &len);
-	char status[16], ms[32];
 
 	if (reply->response) {
 		resp = reply->response;
@@ -118,12 +119,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const char *metho
 
 	if (reply->status >= 400 && level < ORC_LOG_INFO)
 		level = ORC_LOG_INFO;
-	if (orc_log_enabled(level)) {
-		snprintf(status, sizeof(status), "%u", reply->status);
-		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - st->start_ms));
-		orc_log(level, "request", "method", method, "path", url, "status", status,
-			"duration_ms", ms, NULL);
-	}
+	orc_log(level, "request", "method", method, "path", url, ORC_LOG_INT("status", reply->status),
+		ORC_LOG_INT("duration_ms", orc_mono_ms() - st->start_ms),
+		"parent_span_id", st->trace.parent_id[0] ? st->trace.parent_id : NULL, NULL);
 	return ret;
 }
 
@@ -225,6 +223,20 @@ static enum MHD_Result begin_request(struct agent_server *s, struct MHD_Connecti
 	return MHD_YES;
 }
 
+/* The caller's request id and trace (nginx or orchard-api sends them). */
+static struct request_state *request_state_new(struct MHD_Connection *conn)
+{
+	struct request_state *st = xcalloc(1, sizeof(*st));
+	const char *v;
+
+	st->start_ms = orc_mono_ms();
+	v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-ID");
+	if (v && orc_request_id_valid(v))
+		snprintf(st->request_id, sizeof(st->request_id), "%s", v);
+	orc_trace_begin(&st->trace, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"));
+	return st;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -236,11 +248,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 	(void)version;
 	if (!st) {
-		st = xcalloc(1, sizeof(*st));
-		st->start_ms = orc_mono_ms();
+		st = request_state_new(conn);
 		*con_cls = st;
+		orc_log_context_set(st->request_id, &st->trace);
 		return begin_request(s, conn, method, url, st);
 	}
+	/* One thread per connection: its lines are this request's. */
+	orc_log_context_set(st->request_id, &st->trace);
 	if (*upload_data_size) {
 		if (st->upload)
 			st->route->upload->data(st->upload, upload_data, *upload_data_size);

@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "pgpool.h"
+#include "trace.h"
 /*
  * orchard-api: the FastCGI REST service (docs/architecture.md).
  *
@@ -102,6 +103,7 @@ struct api_req {
 	const char *method;
 	const char *path;             /* without query string and /v1 prefix */
 	const char *request_id;       /* "" when nginx sent none */
+	struct orc_trace trace;       /* this request's span (traceparent, lib/trace.h) */
 	int64_t tenant_id;            /* 0: not authenticated */
 	const char *key_id;           /* api_keys.id as text, or NULL */
 	const char *role;

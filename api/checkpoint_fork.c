@@ -252,8 +252,7 @@ static int fork_from(struct api_req *r, const char *ckpt, const struct fork_req 
 	if (err < 0)
 		return api_reply_error(r, err, "cannot fork checkpoint %s", ckpt);
 	api_own_pg(r, res);
-	orc_log(ORC_LOG_INFO, "forked", "checkpoint_id", ckpt, "sandbox_id", PQgetvalue(res, 0, 0),
-		"request_id", r->request_id, NULL);
+	orc_log(ORC_LOG_INFO, "forked", "checkpoint_id", ckpt, "sandbox_id", PQgetvalue(res, 0, 0), NULL);
 	return reply_forks(r, ckpt, res);
 }
 

@@ -323,8 +323,7 @@ int api_checkpoint_create(struct api_req *r)
 		return api_checkpoint_reply_begin_error(r, err, r->id, msg);
 	id = api_own_mem(r, xstrdup(PQgetvalue(res, 0, C_ID)));
 	PQclear(res);
-	orc_log(ORC_LOG_INFO, "checkpoint requested", "checkpoint_id", id, "sandbox_id", r->id,
-		"request_id", r->request_id, NULL);
+	orc_log(ORC_LOG_INFO, "checkpoint requested", "checkpoint_id", id, "sandbox_id", r->id, NULL);
 	if ((err = api_checkpoint_wait(&done, r->tenant_id, id, orc_mono_ms() + CREATE_WAIT_S * 1000)) < 0)
 		return api_reply_error(r, err, "cannot read checkpoint %s", id);
 	api_own_pg(r, done);

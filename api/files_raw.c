@@ -483,7 +483,7 @@ static int raw_download(struct api_req *r, int is_archive)
 		if (cc != CURLE_OK && !(d.head_only && cc == CURLE_WRITE_ERROR)) {
 			if (!d.client_gone)
 				orc_log(ORC_LOG_WARN, "download cut short", "sandbox_id", r->id, "path", path,
-					"error", curl_easy_strerror(cc), "request_id", r->request_id, NULL);
+					"error", curl_easy_strerror(cc), NULL);
 			abort_response(r);
 		}
 		err = 0;

@@ -427,9 +427,8 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 	if (o.error[0] && !o.timed_out)
 		orc_log(ORC_LOG_WARN, "exec failed", "job_id", job_id, "agent", req.address,
 			"error", o.error, NULL);
-	if (orc_log_enabled(ORC_LOG_DEBUG))
-		orc_logf(ORC_LOG_DEBUG, "job %s finished: %s in %lld ms", job_id, o.status,
-			 (long long)(orc_mono_ms() - t0));
+	orc_log(ORC_LOG_DEBUG, "job finished", "job_id", job_id, "state", o.status,
+		ORC_LOG_INT("duration_ms", orc_mono_ms() - t0), NULL);
 	since = orc_mono_ms();
 	while ((err = store(out, job_id, &o, request_id)) == ORC_EUNAVAIL &&
 	       orc_mono_ms() - since < DB_RETRY_MS)

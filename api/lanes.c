@@ -54,6 +54,8 @@ struct api_lane_entry {
 	int64_t seq;
 	char job_id[64];
 	char request_id[129];
+	struct orc_trace trace;           /* the accepting request's, for logs and the agent */
+	int has_trace;
 	int sync;                         /* the request thread tries it */
 	int turn;                         /* sync: a try is due */
 	pthread_cond_t cond;
@@ -250,6 +252,10 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const 
 	e = xcalloc(1, sizeof(*e));
 	snprintf(e->job_id, sizeof(e->job_id), "%s", job_id);
 	snprintf(e->request_id, sizeof(e->request_id), "%s", request_id ? request_id : "");
+	if (orc_log_context_trace()) {
+		e->trace = *orc_log_context_trace();
+		e->has_trace = 1;
+	}
 	e->seq = seq;
 	e->sync = sync;
 	cond_init_mono(&e->cond);
@@ -276,6 +282,8 @@ static int try_run(PGresult **out, struct api_lane_entry *e, const struct api_jo
 {
 	const char *rid = e->request_id[0] ? e->request_id : NULL;
 
+	/* A worker thread speaks for the request that accepted the job. */
+	orc_log_context_set(rid, e->has_trace ? &e->trace : NULL);
 	return sink ? api_job_run_stream(out, e->job_id, rid, sink) : api_job_run(out, e->job_id, rid);
 }
 
@@ -370,6 +378,7 @@ static void *worker_main(void *arg)
 		L.run_len--;
 		pthread_mutex_unlock(&L.lock);
 		done = try_run(NULL, e, NULL) != API_EAGAIN;
+		orc_log_context_clear();
 		pthread_mutex_lock(&L.lock);
 		lane_try_end(e, done);
 		pthread_mutex_unlock(&L.lock);

@@ -112,8 +112,7 @@ static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, con
 	snprintf(c->sid_buf, sizeof(c->sid_buf), "%s", sid);
 	c->sid = c->sid_buf;
 	orc_traj_report_sandbox(rep, c->sid);
-	orc_log(ORC_LOG_INFO, "replay started", "sandbox_id", c->sid, "replay_of", t->sandbox_id,
-		"request_id", c->r->request_id, NULL);
+	orc_log(ORC_LOG_INFO, "replay started", "sandbox_id", c->sid, "replay_of", t->sandbox_id, NULL);
 done:
 	api_subreq_release(&a);
 	json_object_put(body);
@@ -159,8 +158,7 @@ static void delete_sandbox(struct replay_ctx *c)
 	struct api_subreq a = API_SUBREQ_INIT;
 
 	if (call_json(&a, c, "DELETE", "/sandboxes/{id}", api_sandbox_delete, NULL) < 0 || a.status != 200)
-		orc_log(ORC_LOG_WARN, "replay: cannot delete its sandbox", "sandbox_id", c->sid,
-			"request_id", c->r->request_id, NULL);
+		orc_log(ORC_LOG_WARN, "replay: cannot delete its sandbox", "sandbox_id", c->sid, NULL);
 	api_subreq_release(&a);
 }
 
@@ -361,8 +359,7 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 		/* No one would read the report: stop, and delete the sandbox below. */
 		if (api_req_client_gone(r)) {
 			error = "the client went away; the replay stopped before this step";
-			orc_log(ORC_LOG_INFO, "replay: client gone, stopping", "sandbox_id", c.sid,
-				"request_id", r->request_id, NULL);
+			orc_log(ORC_LOG_INFO, "replay: client gone, stopping", "sandbox_id", c.sid, NULL);
 			goto finish;
 		}
 		replay_step(&c, line, &s);
@@ -373,6 +370,6 @@ finish:
 		delete_sandbox(&c);
 	*out = orc_traj_report_finish(&rep, error, o->keep);
 	orc_log(ORC_LOG_INFO, "replay finished", "sandbox_id", c.sid, "replay_of", t->sandbox_id,
-		"result", str_of(*out, "result", "?"), "request_id", r->request_id, NULL);
+		"result", str_of(*out, "result", "?"), NULL);
 	return 0;
 }

@@ -136,7 +136,7 @@ int api_subreq_run(struct api_subreq *out, struct api_req *parent, const struct 
 	memset(out, 0, sizeof(*out));
 	if ((err = io->out.isClosed ? ORC_ERROR : parse_answer(out, &io->answer)) < 0) {
 		orc_log(ORC_LOG_ERROR, "replay: cannot read a route's answer", "method", call->method,
-			"path", call->path, "request_id", parent->request_id, NULL);
+			"path", call->path, NULL);
 		api_subreq_release(out);
 	}
 	free(io->envp[0]);

@@ -103,7 +103,7 @@ static int reply_error_v(struct api_req *r, int err, const char *extra_headers,
 	api_req_write(r, err_map[i].status, hdr.ptr, body, len);
 	if (err_map[i].status >= 500)
 		orc_log(ORC_LOG_WARN, "request failed", "method", r->method, "path", r->path,
-			"code", err_map[i].code, "detail", detail, "request_id", r->request_id, NULL);
+			"code", err_map[i].code, "detail", detail, NULL);
 	json_object_put(o);
 	orc_buf_release(&hdr);
 	return err < 0 ? err : ORC_ERROR;

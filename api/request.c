@@ -192,21 +192,6 @@ static void set_path(struct api_req *r)
 	r->path = p;
 }
 
-static int valid_request_id(const char *s)
-{
-	size_t i, n = strlen(s);
-
-	if (n > 128)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
-
 int api_req_init(struct api_req *r, FCGX_Request *fcgi)
 {
 	const char *v;
@@ -218,9 +203,11 @@ int api_req_init(struct api_req *r, FCGX_Request *fcgi)
 	if (!r->method)
 		r->method = "GET";
 	v = api_req_param(r, "REQUEST_ID");
-	if (!v || !valid_request_id(v))
+	if (!v || !orc_request_id_valid(v))
 		v = api_req_param(r, "HTTP_X_REQUEST_ID");
-	r->request_id = v && valid_request_id(v) ? v : "";
+	r->request_id = v && orc_request_id_valid(v) ? v : "";
+	orc_trace_begin(&r->trace, api_req_param(r, "HTTP_TRACEPARENT"));
+	orc_log_context_set(r->request_id, &r->trace);
 	set_path(r);
 
 	/* Only nginx's auth_request_set params are trusted, never headers. */

@@ -183,8 +183,7 @@ int api_event_record(struct api_req *r, const char *kind, json_object *data)
 	orc_pg_pool_release(&api_server.db, db);
 done:
 	if (err < 0)
-		orc_log(ORC_LOG_ERROR, "cannot record an event", "sandbox_id", r->id, "kind", kind,
-			"request_id", r->request_id, NULL);
+		orc_log(ORC_LOG_ERROR, "cannot record an event", "sandbox_id", r->id, "kind", kind, NULL);
 	return err;
 }
 

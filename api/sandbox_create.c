@@ -323,7 +323,6 @@ done:
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the sandbox");
 	api_own_pg(r, res);
-	orc_log(ORC_LOG_INFO, "sandbox created", "sandbox_id", PQgetvalue(res, 0, 0),
-		"request_id", r->request_id, NULL);
+	orc_log(ORC_LOG_INFO, "sandbox created", "sandbox_id", PQgetvalue(res, 0, 0), NULL);
 	return api_reply_json(r, 200, api_own_json(r, api_sandbox_view(res, 0)));
 }

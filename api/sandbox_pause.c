@@ -121,8 +121,7 @@ static int apply(struct api_req *r, int pause, int reply)
 		return api_reply_error(r, ORC_ECONFLICT, "the controller could not %s sandbox %s (no "
 				       "cgroup freezer for it on this host?); see docs/checkpoints.md",
 				       what, r->id);
-	orc_log(ORC_LOG_INFO, pause ? "sandbox paused" : "sandbox resumed", "sandbox_id", r->id,
-		"request_id", r->request_id, NULL);
+	orc_log(ORC_LOG_INFO, pause ? "sandbox paused" : "sandbox resumed", "sandbox_id", r->id, NULL);
 	if (!reply)
 		return 0;
 	return api_reply_json(r, 200, api_own_json(r, api_sandbox_view(res, 0)));

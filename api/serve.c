@@ -130,6 +130,30 @@ int api_listener_open(struct api_listener *l)
 	return 0;
 }
 
+/*
+ * The access line: one per client request at info, with the request id,
+ * trace and span (the log context) and the route's pattern. nginx's key
+ * checks are at debug unless refused: a refused request never reaches a
+ * route, so its only line here is the check's.
+ */
+static void access_line(struct api_req *r, int auth_only, int64_t ms)
+{
+	enum orc_log_level level = auth_only && r->status < 400 ? ORC_LOG_DEBUG : ORC_LOG_INFO;
+	int64_t key_id = 0;
+
+	if (r->key_id && orc_parse_i64(&key_id, r->key_id, 1, INT64_MAX) < 0)
+		key_id = 0;
+
+	orc_log(level, auth_only ? "auth request" : "request", "method", r->method,
+		"route", r->route ? r->route : auth_only ? NULL : "unmatched", "path", r->path,
+		ORC_LOG_INT("status", r->status), ORC_LOG_INT("duration_ms", ms),
+		"parent_span_id", r->trace.parent_id[0] ? r->trace.parent_id : NULL,
+		"remote_addr", api_req_param(r, "REMOTE_ADDR"),
+		/* Last: without a tenant (and so a key) the list ends here. */
+		r->tenant_id ? orc_log_int_tag : NULL, "tenant_id", (long long)r->tenant_id,
+		ORC_LOG_INT("key_id", key_id), NULL);
+}
+
 /* 1 when the request's stdin has been read to its end. */
 static int handle_one(FCGX_Request *fcgi, const struct api_listener *l)
 {
@@ -147,14 +171,9 @@ static int handle_one(FCGX_Request *fcgi, const struct api_listener *l)
 		api_reply_error(&r, ORC_ERROR, "no response");
 	input_done = api_req_end_input(&r);
 	api_metrics_request(&r, orc_mono_ms() - t0);
-	if (orc_log_enabled(ORC_LOG_DEBUG)) {
-		char status[8], ms[24];
-		snprintf(status, sizeof(status), "%d", r.status);
-		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
-		orc_log(ORC_LOG_DEBUG, "request", "method", r.method, "path", r.path, "status", status,
-			"duration_ms", ms, "request_id", r.request_id, NULL);
-	}
+	access_line(&r, l->auth_only, orc_mono_ms() - t0);
 	api_req_release(&r);
+	orc_log_context_clear();
 	return input_done;
 }
 

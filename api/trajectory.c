@@ -79,7 +79,7 @@ static void stream_error(struct traj_stream *t, int err, const char *what)
 	json_object_object_add(o, "request_id", json_object_new_string(t->r->request_id));
 	stream_line(t, o);
 	orc_log(ORC_LOG_WARN, "trajectory export failed", "sandbox_id", t->sandbox_id,
-		"detail", what, "request_id", t->r->request_id, NULL);
+		"detail", what, NULL);
 }
 
 /* ---- columns to JSON --------------------------------------------------- */

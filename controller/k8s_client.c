@@ -385,12 +385,8 @@ int k8s_call(struct k8s_client *c, struct k8s_response *out, const char *method,
 			err = ORC_EUNAVAIL;
 			goto done;
 		}
-		if (orc_log_enabled(ORC_LOG_DEBUG)) {
-			char ms[24];
-			snprintf(ms, sizeof(ms), "%lld", (long long)wait);
-			orc_log(ORC_LOG_DEBUG, "kubernetes request retried", "method", method, "path", path,
-				"error", why, "wait_ms", ms, NULL);
-		}
+		orc_log(ORC_LOG_DEBUG, "kubernetes request retried", "method", method, "path", path,
+			"error", why, ORC_LOG_INT("wait_ms", wait), NULL);
 		sleep_ms(c, wait);
 	}
 done:

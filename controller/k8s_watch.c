@@ -305,7 +305,7 @@ static int relist(struct k8s_watch *w)
 {
 	struct listed *l = NULL;
 	size_t n = 0, i, b;
-	char *rv = NULL, *cont = NULL, *next = NULL, cnt[24];
+	char *rv = NULL, *cont = NULL, *next = NULL;
 	struct entry **p, *e;
 	int64_t started = orc_mono_ms();
 	int err, restarts = 0;
@@ -364,8 +364,8 @@ static int relist(struct k8s_watch *w)
 	free(w->rv);
 	w->rv = rv;
 	rv = NULL;
-	snprintf(cnt, sizeof(cnt), "%zu", n);
-	orc_log(ORC_LOG_INFO, "kubernetes: listed our pods", "pods", cnt, "resource_version", w->rv, NULL);
+	orc_log(ORC_LOG_INFO, "kubernetes: listed our pods", ORC_LOG_INT("pods", n),
+		"resource_version", w->rv, NULL);
 done:
 	listed_free(l, n);
 	free(rv);

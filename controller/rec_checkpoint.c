@@ -81,7 +81,7 @@ static void take(struct rec *r, const char *id, const char *sandbox, const char 
 	/* Deleted meanwhile: the 'deleting' pass removes the copy. */
 	if (ckpt_set(r, id, "pending", "ready", NULL, bytes) == 1)
 		orc_log(ORC_LOG_INFO, "checkpoint taken", "checkpoint_id", id, "sandbox_id", sandbox,
-			"bytes", bytes, NULL);
+			ORC_LOG_INT("bytes", n), NULL);
 	else
 		r->ckpt_notified = 1;
 }

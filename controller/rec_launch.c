@@ -69,7 +69,6 @@ void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b)
 	struct rec_handles h = REC_HANDLES_INIT;
 	struct rec_launched *l;
 	PGresult *res = NULL;
-	char ms[32];
 	size_t i;
 
 	if (!b->n)
@@ -91,9 +90,8 @@ void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b)
 			orc_log(ORC_LOG_INFO, "sandbox row changed during launch", "sandbox_id", l->row->id, NULL);
 			continue;
 		}
-		snprintf(ms, sizeof(ms), "%lld", (long long)l->create_ms);
 		orc_log(ORC_LOG_DEBUG, "sandbox launched", "sandbox_id", l->row->id, "handle", l->handle,
-			"create_ms", ms, NULL);
+			ORC_LOG_INT("create_ms", l->create_ms), NULL);
 		rec_waiter_add(r, l->row, l->handle, l->address, 1);
 	}
 done:

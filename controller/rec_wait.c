@@ -136,12 +136,10 @@ done:
 
 static void log_ready(struct waiter *w)
 {
-	char ms[32];
-
-	snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - w->launched_ms));
 	orc_log(ORC_LOG_INFO, "sandbox state changed", "sandbox_id", w->id, "from", "pending",
 		"to", "ready", NULL);
-	orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id, "ms_since_launch", ms, NULL);
+	orc_log(ORC_LOG_INFO, "sandbox ready", "sandbox_id", w->id,
+		ORC_LOG_INT("ms_since_launch", orc_mono_ms() - w->launched_ms), NULL);
 	ctl_metrics_ready(w->deadline - w->timeout_s, w->launched_ms);
 }
 

@@ -236,7 +236,6 @@ static void pass(struct rec *r, int full)
 	struct row *rows = NULL;
 	size_t n = 0, i, launched = 0;
 	int64_t t0 = orc_mono_ms();
-	char ms[32], cnt[32];
 	int err;
 
 	err = fetch_rows(&rows, &n, r, full);
@@ -274,11 +273,8 @@ static void pass(struct rec *r, int full)
 	for (i = 0; full && i < n; i++)
 		ctl_metrics_state_seen(rows[i].state);
 	ctl_metrics_pass(full, orc_mono_ms() - t0);
-	if (orc_log_enabled(ORC_LOG_DEBUG)) {
-		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
-		snprintf(cnt, sizeof(cnt), "%zu", n);
-		orc_log(ORC_LOG_DEBUG, full ? "sweep done" : "pass done", "rows", cnt, "ms", ms, NULL);
-	}
+	orc_log(ORC_LOG_DEBUG, full ? "sweep done" : "pass done", ORC_LOG_INT("rows", n),
+		ORC_LOG_INT("ms", orc_mono_ms() - t0), NULL);
 	rows_free(rows, n);
 }
 
@@ -294,7 +290,6 @@ static void prune_tick(struct rec *r, int64_t now)
 {
 	struct orc_prune_opts o = ORC_PRUNE_OPTS_INIT;
 	struct orc_prune_result res;
-	char sb[24], jobs[24], ev[24];
 
 	r->next_prune_ms = now + PRUNE_INTERVAL_MS;
 	if (orc_prune_opts_from_env(&o) < 0)
@@ -306,11 +301,9 @@ static void prune_tick(struct rec *r, int64_t now)
 	}
 	if (!res.sandboxes && !res.jobs && !res.events)
 		return;
-	snprintf(sb, sizeof(sb), "%lld", (long long)res.sandboxes);
-	snprintf(jobs, sizeof(jobs), "%lld", (long long)res.jobs);
-	snprintf(ev, sizeof(ev), "%lld", (long long)res.events);
-	orc_log(ORC_LOG_INFO, "pruned old deleted sandboxes", "sandboxes", sb, "jobs", jobs,
-		"events", ev, "more", res.more ? "true" : "false", NULL);
+	orc_log(ORC_LOG_INFO, "pruned old deleted sandboxes", ORC_LOG_INT("sandboxes", res.sandboxes),
+		ORC_LOG_INT("jobs", res.jobs), ORC_LOG_INT("events", res.events),
+		ORC_LOG_BOOL("more", res.more), NULL);
 }
 
 int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, PGconn *leader)

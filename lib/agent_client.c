@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 
 #include "err.h"
+#include "log.h"
 #include "xalloc.h"
 
 struct sink {
@@ -37,7 +38,9 @@ static int perform(long *status_out, const struct orc_agent_req *req, struct sin
 {
 	struct curl_slist *hdrs = NULL;
 	CURL *h = curl_easy_init();
-	char *url = NULL, *auth = NULL, *rid = NULL;
+	char *url = NULL, *auth = NULL, *rid = NULL, *tp = NULL;
+	const struct orc_trace *trace = orc_log_context_trace();
+	char parent[ORC_TRACEPARENT_SIZE];
 	const char *addr = req->address;
 	CURLcode cc;
 	long status = 0;
@@ -62,6 +65,11 @@ static int perform(long *status_out, const struct orc_agent_req *req, struct sin
 	if (req->request_id) {
 		rid = xasprintf("X-Request-ID: %s", req->request_id);
 		hdrs = curl_slist_append(hdrs, rid);
+	}
+	if (trace) {
+		orc_trace_header(parent, trace);
+		tp = xasprintf("traceparent: %s", parent);
+		hdrs = curl_slist_append(hdrs, tp);
 	}
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -93,6 +101,7 @@ static int perform(long *status_out, const struct orc_agent_req *req, struct sin
 	free(url);
 	free(auth);
 	free(rid);
+	free(tp);
 	return err;
 }
 

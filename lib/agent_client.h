@@ -6,7 +6,9 @@
 /*
  * HTTP calls to an orchard-agent (docs/agent-protocol.md). The address is
  * "unix:/path/to/agent.sock" or "http://host:port". Every call carries the
- * sandbox's bearer token and, when given, the request id.
+ * sandbox's bearer token and, when given, the request id; a thread that
+ * serves a request (lib/log.h's context) sends its trace as traceparent,
+ * so the agent's span is a child of the caller's.
  *
  * Returns 0 when an HTTP response arrived (its status in *status_out and
  * its body in out, bounded by out->max), ORC_EUNAVAIL when the agent could

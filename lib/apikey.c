@@ -17,19 +17,9 @@
 #define KEY_SALT_BYTES 16
 #define KEY_HASH_BYTES 32
 
-static int is_lower_hex(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
 int orc_key_id_valid(const char *s)
 {
-	return strlen(s) == ORC_KEY_ID_LEN && is_lower_hex(s, ORC_KEY_ID_LEN);
+	return strlen(s) == ORC_KEY_ID_LEN && orc_is_lower_hex(s, ORC_KEY_ID_LEN);
 }
 
 int orc_key_parse(char key_id[ORC_KEY_ID_LEN + 1], const char **secret, const char *key)
@@ -37,8 +27,8 @@ int orc_key_parse(char key_id[ORC_KEY_ID_LEN + 1], const char **secret, const ch
 	const char *p = key + sizeof(ORC_KEY_PREFIX) - 1;
 
 	if (strlen(key) != ORC_KEY_LEN || strncmp(key, ORC_KEY_PREFIX, sizeof(ORC_KEY_PREFIX) - 1) ||
-	    !is_lower_hex(p, ORC_KEY_ID_LEN) || p[ORC_KEY_ID_LEN] != '_' ||
-	    !is_lower_hex(p + ORC_KEY_ID_LEN + 1, ORC_KEY_SECRET_LEN))
+	    !orc_is_lower_hex(p, ORC_KEY_ID_LEN) || p[ORC_KEY_ID_LEN] != '_' ||
+	    !orc_is_lower_hex(p + ORC_KEY_ID_LEN + 1, ORC_KEY_SECRET_LEN))
 		return ORC_EINVALID;
 	memcpy(key_id, p, ORC_KEY_ID_LEN);
 	key_id[ORC_KEY_ID_LEN] = '\0';

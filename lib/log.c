@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +13,20 @@
 #include "buf.h"
 #include "json.h"
 
+const char orc_log_int_tag[] = "<int>", orc_log_num_tag[] = "<num>", orc_log_bool_tag[] = "<bool>";
+
 static const char *component = "orchard";
 static enum orc_log_level min_level = ORC_LOG_INFO;
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const secret_keys[] = {
+	"authorization", "api_key", "cookie", "password", "secret", "token",
+};
+
+static __thread struct {
+	char request_id[129];
+	struct orc_trace trace;
+	int has_trace;
+} ctx;
 
 void orc_log_init(const char *name)
 {
@@ -32,14 +44,116 @@ int orc_log_enabled(enum orc_log_level level)
 	return level >= min_level;
 }
 
+void orc_log_context_set(const char *request_id, const struct orc_trace *trace)
+{
+	snprintf(ctx.request_id, sizeof(ctx.request_id), "%s", request_id ? request_id : "");
+	ctx.has_trace = trace && trace->trace_id[0];
+	if (ctx.has_trace)
+		ctx.trace = *trace;
+}
+
+void orc_log_context_clear(void)
+{
+	ctx.request_id[0] = '\0';
+	ctx.has_trace = 0;
+}
+
+const struct orc_trace *orc_log_context_trace(void)
+{
+	return ctx.has_trace ? &ctx.trace : NULL;
+}
+
+static int is_secret(const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(secret_keys) / sizeof(*secret_keys); i++)
+		if (!strcasecmp(key, secret_keys[i]))
+			return 1;
+	return 0;
+}
+
+/* Fields the context already wrote are left out of the caller's. */
+static int in_context(const char *key)
+{
+	if (ctx.request_id[0] && !strcmp(key, "request_id"))
+		return 1;
+	return ctx.has_trace && (!strcmp(key, "trace_id") || !strcmp(key, "span_id"));
+}
+
+static void add_key(struct orc_buf *b, const char *key)
+{
+	orc_buf_addc(b, ',');
+	orc_json_quote(b, key);
+	orc_buf_addc(b, ':');
+}
+
+static void add_string(struct orc_buf *b, const char *key, const char *v)
+{
+	add_key(b, key);
+	orc_json_quote(b, is_secret(key) ? "<redacted>" : v);
+}
+
+static void add_context(struct orc_buf *b)
+{
+	if (ctx.request_id[0])
+		add_string(b, "request_id", ctx.request_id);
+	if (ctx.has_trace) {
+		add_string(b, "trace_id", ctx.trace.trace_id);
+		add_string(b, "span_id", ctx.trace.span_id);
+	}
+}
+
+/* One field from ap; 0 at the end of the list. */
+static int add_field(struct orc_buf *b, va_list *ap)
+{
+	const char *k = va_arg(*ap, const char *), *key, *v;
+	long long i;
+	double d;
+	int on;
+
+	if (!k)
+		return 0;
+	if (k == orc_log_int_tag) {
+		key = va_arg(*ap, const char *);
+		i = va_arg(*ap, long long);
+		if (!in_context(key)) {
+			add_key(b, key);
+			orc_buf_addf(b, "%lld", i);
+		}
+	} else if (k == orc_log_num_tag) {
+		key = va_arg(*ap, const char *);
+		d = va_arg(*ap, double);
+		if (!in_context(key)) {
+			add_key(b, key);
+			if (isfinite(d))
+				orc_buf_addf(b, "%.17g", d);
+			else
+				orc_buf_adds(b, "null");
+		}
+	} else if (k == orc_log_bool_tag) {
+		key = va_arg(*ap, const char *);
+		on = va_arg(*ap, int);
+		if (!in_context(key)) {
+			add_key(b, key);
+			orc_buf_adds(b, on ? "true" : "false");
+		}
+	} else {
+		v = va_arg(*ap, const char *);
+		if (v && !in_context(k))
+			add_string(b, k, v);
+	}
+	return 1;
+}
+
 static void emit(enum orc_log_level level, const char *msg, va_list fields)
 {
 	struct orc_buf b = ORC_BUF_INIT;
 	struct timeval tv;
 	struct tm tm;
 	char ts[64];
-	const char *k, *v;
 	ssize_t off = 0, w;
+	va_list ap;
 
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
@@ -49,15 +163,11 @@ static void emit(enum orc_log_level level, const char *msg, va_list fields)
 	orc_json_quote(&b, component);
 	orc_buf_adds(&b, ",\"msg\":");
 	orc_json_quote(&b, msg);
-	while ((k = va_arg(fields, const char *)) != NULL) {
-		v = va_arg(fields, const char *);
-		if (!v)
-			continue;
-		orc_buf_addc(&b, ',');
-		orc_json_quote(&b, k);
-		orc_buf_addc(&b, ':');
-		orc_json_quote(&b, v);
-	}
+	add_context(&b);
+	va_copy(ap, fields);
+	while (add_field(&b, &ap))
+		;
+	va_end(ap);
 	orc_buf_adds(&b, "}\n");
 	while (off < (ssize_t)b.len) {
 		w = write(STDERR_FILENO, b.ptr + off, b.len - (size_t)off);

@@ -178,24 +178,16 @@ int orc_prune(struct orc_prune_result *out, PGconn *db, const struct orc_prune_o
 			if (n > 0) {
 				*counter += n;
 				r.batches++;
-				if (orc_log_enabled(ORC_LOG_DEBUG)) {
-					char rows[24];
-
-					snprintf(rows, sizeof(rows), "%" PRId64, n);
-					orc_log(ORC_LOG_DEBUG, "retention batch", "table", steps[i].what,
-						"rows", rows, NULL);
-				}
+				orc_log(ORC_LOG_DEBUG, "retention batch", "table", steps[i].what,
+					ORC_LOG_INT("rows", n), NULL);
 			}
 		} while (n == o->batch);
 	}
 done:
 	if (err < 0) {
-		char counts[128];
-
-		snprintf(counts, sizeof(counts), "%" PRId64 " sandboxes, %" PRId64 " jobs, %" PRId64 " events",
-			 r.sandboxes, r.jobs, r.events);
 		orc_log(ORC_LOG_ERROR, "retention pruning failed", "error", orc_err_name(err),
-			"pruned_before_failure", counts, NULL);
+			ORC_LOG_INT("sandboxes_pruned", r.sandboxes), ORC_LOG_INT("jobs_pruned", r.jobs),
+			ORC_LOG_INT("events_pruned", r.events), NULL);
 		return err;
 	}
 	*out = r;

@@ -173,6 +173,16 @@ void orc_random_bytes(void *out, size_t n)
 	}
 }
 
+int orc_is_lower_hex(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
 void orc_random_hex(char *out, size_t nbytes)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -21,6 +21,8 @@ int orc_is_dns_label(const char *s);
 int orc_utf8_valid(const char *s, size_t n);
 /* Fill out with n random bytes from getrandom(2); aborts on failure. */
 void orc_random_bytes(void *out, size_t n);
+/* 1 when s[0..n) are all lowercase hex digits. */
+int orc_is_lower_hex(const char *s, size_t n);
 /* Lowercase hex of n random bytes into out (2n+1 bytes). */
 void orc_random_hex(char *out, size_t nbytes);
 /* Constant-time comparison of two byte strings of the same length. */
