@@ -84,7 +84,7 @@ struct agent_file_writer {
 	int fd;
 	mode_t mode;
 	uint64_t size;
-	struct agent_sha256 sha;
+	struct orc_sha256 sha;
 };
 
 #define AGENT_FILE_WRITER_INIT { NULL, NULL, -1, 0, 0, { { 0 }, 0, { 0 }, 0 } }

@@ -101,7 +101,7 @@ void agent_handle_files_put(struct agent_reply *reply, const struct agent_reques
 		agent_reply_err(reply, up->err, up->msg);
 		return;
 	}
-	agent_sha256_hex(&up->w.sha, hex);
+	orc_sha256_hex(&up->w.sha, hex);
 	o = json_object_new_object();
 	json_object_object_add(o, "path", json_object_new_string(up->w.path));
 	json_object_object_add(o, "size", json_object_new_int64((int64_t)up->w.size));

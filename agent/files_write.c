@@ -33,7 +33,7 @@ int agent_file_writer_open(struct agent_file_writer *w, const char *path, int mo
 
 	memset(w, 0, sizeof(*w));
 	w->fd = -1;
-	agent_sha256_init(&w->sha);
+	orc_sha256_init(&w->sha);
 	if (!slash || !slash[1]) {
 		snprintf(msg, msglen, "\"%s\" is a directory", path);
 		return ORC_EINVALID;
@@ -67,7 +67,7 @@ int agent_file_writer_write(struct agent_file_writer *w, const void *data, size_
 {
 	if (orc_write_all(w->fd, data, n) < 0)
 		return fail(msg, msglen, "write", w->tmp);
-	agent_sha256_update(&w->sha, data, n);
+	orc_sha256_update(&w->sha, data, n);
 	w->size += n;
 	return 0;
 }

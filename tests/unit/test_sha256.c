@@ -1,20 +1,20 @@
 /*
- * agent/sha256.c: the digest PUT /files and POST /files/base64 report.
- * The agent's sources are not linked into bin/unit-tests, so the file is
- * compiled in here; it needs nothing beyond libc.
+ * lib/sha256.c: the digest PUT /files and POST /files/base64 report and
+ * the kubernetes checkpoint store's checksum. Compiled in here for its
+ * static helpers (the SHA-NI and C block functions).
  */
 #include <string.h>
 
-#include "../../agent/sha256.c"
+#include "../../lib/sha256.c"
 #include "unit.h"
 
 static void hex_of(char out[65], const void *data, size_t n)
 {
-	struct agent_sha256 h;
+	struct orc_sha256 h;
 
-	agent_sha256_init(&h);
-	agent_sha256_update(&h, data, n);
-	agent_sha256_hex(&h, out);
+	orc_sha256_init(&h);
+	orc_sha256_update(&h, data, n);
+	orc_sha256_hex(&h, out);
 }
 
 /* FIPS 180-4 / NIST CAVS example messages. */
@@ -64,7 +64,7 @@ static void sha256_incremental_matches_one_shot(void)
 {
 	static const char want[] = "9a76b8af8f16f19d60de2b3999c22f9d10be4395c90ea3bfc5eb6cd6254243af";
 	unsigned char m[300];
-	struct agent_sha256 h;
+	struct orc_sha256 h;
 	char hex[65];
 	size_t i, cut, bad = 0;
 
@@ -73,50 +73,50 @@ static void sha256_incremental_matches_one_shot(void)
 	hex_of(hex, m, sizeof(m));
 	CHECK_STR(hex, want);
 	for (cut = 0; cut <= sizeof(m); cut++) {
-		agent_sha256_init(&h);
-		agent_sha256_update(&h, m, cut);
-		agent_sha256_update(&h, m + cut, sizeof(m) - cut);
-		agent_sha256_hex(&h, hex);
+		orc_sha256_init(&h);
+		orc_sha256_update(&h, m, cut);
+		orc_sha256_update(&h, m + cut, sizeof(m) - cut);
+		orc_sha256_hex(&h, hex);
 		bad += strcmp(hex, want) != 0;
 	}
 	CHECK(bad == 0);
-	agent_sha256_init(&h);
+	orc_sha256_init(&h);
 	for (i = 0; i < sizeof(m); i++)
-		agent_sha256_update(&h, m + i, 1);
-	agent_sha256_update(&h, m, 0);
-	agent_sha256_hex(&h, hex);
+		orc_sha256_update(&h, m + i, 1);
+	orc_sha256_update(&h, m, 0);
+	orc_sha256_hex(&h, hex);
 	CHECK_STR(hex, want);
 }
 
 /* NIST's long message: one million 'a', in 1000-byte updates. */
 static void sha256_million_a(void)
 {
-	struct agent_sha256 h;
+	struct orc_sha256 h;
 	char chunk[1000], hex[65];
 	int i;
 
 	memset(chunk, 'a', sizeof(chunk));
-	agent_sha256_init(&h);
+	orc_sha256_init(&h);
 	for (i = 0; i < 1000; i++)
-		agent_sha256_update(&h, chunk, sizeof(chunk));
+		orc_sha256_update(&h, chunk, sizeof(chunk));
 	CHECK(h.length == 1000000);
-	agent_sha256_hex(&h, hex);
+	orc_sha256_hex(&h, hex);
 	CHECK_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 /* The raw digest is the hex digest's bytes. */
 static void sha256_final_matches_hex(void)
 {
-	struct agent_sha256 h1, h2;
+	struct orc_sha256 h1, h2;
 	unsigned char d[32];
 	char hex[65], from_raw[65];
 	int i;
 
-	agent_sha256_init(&h1);
-	agent_sha256_update(&h1, "abc", 3);
+	orc_sha256_init(&h1);
+	orc_sha256_update(&h1, "abc", 3);
 	h2 = h1;
-	agent_sha256_final(&h1, d);
-	agent_sha256_hex(&h2, hex);
+	orc_sha256_final(&h1, d);
+	orc_sha256_hex(&h2, hex);
 	for (i = 0; i < 32; i++)
 		snprintf(from_raw + 2 * i, 3, "%02x", d[i]);
 	CHECK_STR(from_raw, hex);

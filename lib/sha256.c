@@ -127,7 +127,7 @@ static void blocks(uint32_t s[8], const unsigned char *p, size_t n)
 		blocks_c(s, p, n);
 }
 
-void agent_sha256_init(struct agent_sha256 *h)
+void orc_sha256_init(struct orc_sha256 *h)
 {
 	static const uint32_t iv[8] = {
 		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -139,7 +139,7 @@ void agent_sha256_init(struct agent_sha256 *h)
 	h->used = 0;
 }
 
-void agent_sha256_update(struct agent_sha256 *h, const void *data, size_t n)
+void orc_sha256_update(struct orc_sha256 *h, const void *data, size_t n)
 {
 	const unsigned char *p = data;
 	size_t take;
@@ -163,7 +163,7 @@ void agent_sha256_update(struct agent_sha256 *h, const void *data, size_t n)
 	h->used = n;
 }
 
-void agent_sha256_final(struct agent_sha256 *h, unsigned char out[32])
+void orc_sha256_final(struct orc_sha256 *h, unsigned char out[32])
 {
 	uint64_t bits = h->length * 8;
 	int i;
@@ -186,13 +186,13 @@ void agent_sha256_final(struct agent_sha256 *h, unsigned char out[32])
 	}
 }
 
-void agent_sha256_hex(struct agent_sha256 *h, char out[65])
+void orc_sha256_hex(struct orc_sha256 *h, char out[65])
 {
 	static const char digits[] = "0123456789abcdef";
 	unsigned char d[32];
 	int i;
 
-	agent_sha256_final(h, d);
+	orc_sha256_final(h, d);
 	for (i = 0; i < 32; i++) {
 		out[2 * i] = digits[d[i] >> 4];
 		out[2 * i + 1] = digits[d[i] & 15];
