@@ -88,7 +88,7 @@ json_object *api_checkpoint_view(PGresult *res, int row)
 
 int api_checkpoint_supported(struct api_req *r)
 {
-	if (!strcmp(api_server.driver, "local"))
+	if (!strcmp(api_server.driver, "local") || !strcmp(api_server.driver, "kubernetes"))
 		return 0;
 	return api_reply_error(r, ORC_EINVALID, "checkpoints, forks and pause/resume are not supported "
 			       "by this driver (%s) yet; see docs/checkpoints.md", api_server.driver);

@@ -93,6 +93,10 @@ static int apply(struct api_req *r, int pause, int reply)
 
 	if ((err = api_checkpoint_supported(r)) < 0)
 		return err;
+	if (!strcmp(api_server.driver, "kubernetes"))
+		return api_reply_error(r, ORC_EINVALID, "%s is not supported by the kubernetes driver: "
+				       "no cgroup freezer of a pod is reachable through the Kubernetes "
+				       "API; see docs/checkpoints.md", what);
 	if ((err = set_desired(&res, r, pause)) < 0) {
 		if (err == ORC_ENOTFOUND)
 			return api_reply_error(r, err, "sandbox %s not found", r->id);

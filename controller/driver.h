@@ -35,6 +35,14 @@ struct ctl_sandbox {
 #define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL, NULL, NULL, NULL }
 void ctl_sandbox_release(struct ctl_sandbox *sb);
 
+/* The agent of a running sandbox, for drivers whose checkpoints go
+ * through it (kubernetes). */
+struct ctl_agent_ref {
+	const char *id;
+	const char *address;     /* sandboxes.agent_address */
+	const char *token;
+};
+
 struct ctl_driver;
 typedef void (*ctl_ready_fn)(const char *id, void *arg);
 
@@ -127,6 +135,23 @@ struct ctl_driver_ops {
 	int (*checkpoint_list)(struct ctl_driver *d, char ***out, size_t *nout);
 	/* Freeze (paused 1) or thaw (0) sandbox id's processes. */
 	int (*pause)(struct ctl_driver *d, const char *id, int paused);
+	/*
+	 * Optional, used instead of checkpoint() by drivers that copy through
+	 * the sandbox's agent (kubernetes: tar streams into the controller's
+	 * checkpoint store, not frozen). Sets *bytes_out and sha256_out (64
+	 * hex digits, recorded on the row); on failure nothing of ckpt is left
+	 * and *why says why.
+	 */
+	int (*checkpoint_agent)(struct ctl_driver *d, int64_t *bytes_out, char sha256_out[65],
+				char **why, const struct ctl_agent_ref *agent, const char *ckpt);
+	/*
+	 * Optional: fill a fork's files from checkpoint ckpt through its agent,
+	 * once the agent answers /health and before the sandbox is ready. The
+	 * copy must have the recorded sha256 (NULL: refused). On failure *why
+	 * says why and the sandbox fails.
+	 */
+	int (*restore_agent)(struct ctl_driver *d, char **why, const struct ctl_agent_ref *agent,
+			     const char *ckpt, const char *sha256);
 };
 
 struct ctl_driver {

@@ -18,6 +18,7 @@
  *   k8s_podstate.c a pod object -> pending / ready / failed (+ message)
  *   k8s_watch.c    LIST + WATCH thread keeping a table of our pods
  *   k8s_driver.c   the ctl_driver_ops table
+ *   k8s_checkpoint.c checkpoints: agent tar streams in the checkpoint store
  *
  * Threads: the controller's loop calls the driver ops; one watch thread of
  * the driver's own keeps the pod table (mutex + condition variable) and
@@ -25,6 +26,23 @@
  */
 
 extern const struct ctl_driver_ops ctl_driver_k8s;
+
+/* ---- checkpoints (k8s_checkpoint.c; docs/checkpoints.md) ------------------ */
+
+struct k8s_store;
+/* ORCHARD_K8S_CHECKPOINT_*; creates the store directory. Fatal on failure
+ * (*out is set either way: k8s_store_free it). */
+int k8s_store_open(struct k8s_store **out, const char *state_dir);
+void k8s_store_free(struct k8s_store *s);
+struct k8s_store *k8s_driver_store(struct ctl_driver *d);   /* k8s_driver.c */
+/* The driver ops checkpoint_agent, restore_agent, checkpoint_remove and
+ * checkpoint_list (driver.h). */
+int k8s_checkpoint_take(struct ctl_driver *d, int64_t *bytes_out, char sha256_out[65], char **why,
+			const struct ctl_agent_ref *agent, const char *ckpt);
+int k8s_checkpoint_restore(struct ctl_driver *d, char **why, const struct ctl_agent_ref *agent,
+			   const char *ckpt, const char *sha256);
+int k8s_checkpoint_remove(struct ctl_driver *d, const char *ckpt);
+int k8s_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout);
 
 /* The driver name the controller should open: "kubernetes" when
  * ORCHARD_DRIVER=kubernetes, else cfg->driver. (Until config.c reads

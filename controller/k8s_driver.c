@@ -37,6 +37,7 @@ struct k8s_driver {
 	struct k8s_config cfg;
 	struct k8s_client *client;
 	struct k8s_watch *watch;
+	struct k8s_store *store;
 	unsigned list_calls;
 };
 
@@ -57,6 +58,11 @@ static const struct resource {
 static struct k8s_driver *kd_of(struct ctl_driver *d)
 {
 	return d->priv;
+}
+
+struct k8s_store *k8s_driver_store(struct ctl_driver *d)
+{
+	return kd_of(d)->store;
 }
 
 static char *collection(const struct k8s_driver *kd, int res)
@@ -90,6 +96,8 @@ static int k8s_init(struct ctl_driver *d)
 	d->priv = kd;
 	if ((err = k8s_config_load(&kd->cfg)) < 0)
 		return err;
+	if ((err = k8s_store_open(&kd->store, d->cfg->state_dir)) < 0)
+		return err;
 	k8s_client_new(&kd->client, &kd->cfg);
 	if ((err = k8s_watch_start(&kd->watch, kd->client, &kd->cfg)) < 0)
 		return err;
@@ -117,6 +125,7 @@ static void k8s_release(struct ctl_driver *d)
 	k8s_watch_stop(kd->watch);
 	k8s_client_free(kd->client);
 	k8s_config_release(&kd->cfg);
+	k8s_store_free(kd->store);
 	free(kd);
 	d->priv = NULL;
 }
@@ -534,4 +543,8 @@ const struct ctl_driver_ops ctl_driver_k8s = {
 	.drain = k8s_drain,
 	.unwatch = NULL,
 	.seal = NULL,
+	.checkpoint_remove = k8s_checkpoint_remove,
+	.checkpoint_list = k8s_checkpoint_list,
+	.checkpoint_agent = k8s_checkpoint_take,
+	.restore_agent = k8s_checkpoint_restore,
 };

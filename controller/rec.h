@@ -33,6 +33,8 @@ struct waiter {
 	int64_t poked_ms;       /* when the driver last hinted it may be up (0: never) */
 	int watched;            /* the driver hints readiness: poll rarely */
 	int ready;              /* answered 200: becomes 'ready' with this round's batch */
+	char *restore;          /* a fork's checkpoint still to push through its agent
+				 * (drivers with restore_agent), else NULL */
 };
 
 /* One row of the pass query. */
@@ -95,6 +97,13 @@ int rec_transition(struct rec *r, const char *id, const char *from, const char *
 void rec_collect_notifies(struct rec *r);
 void rec_fail_sandbox(struct rec *r, const char *id, const char *from, const char *msg,
 		      const char *handle);
+
+/* rec_ckpt_agent.c: checkpoints through the agent (ops->checkpoint_agent,
+ * ops->restore_agent). rec_restore: 0 restored, ORC_EUNAVAIL try again
+ * later, else the sandbox was failed (remove its waiter). */
+int rec_checkpoint_agent(struct rec *r, int64_t *bytes_out, char **why, const char *sandbox,
+			 const char *ckpt);
+int rec_restore(struct rec *r, struct waiter *w);
 
 /* rec_launch.c: pending rows launched in batches (one commit each). */
 #define REC_LAUNCH_BATCH 32

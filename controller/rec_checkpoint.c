@@ -65,11 +65,14 @@ static void take(struct rec *r, const char *id, const char *sandbox, const char 
 		free(msg);
 		return;
 	}
-	if (!r->drv->ops->checkpoint) {
+	if (r->drv->ops->checkpoint_agent) {
+		err = rec_checkpoint_agent(r, &n, &why, sandbox, id);
+	} else if (!r->drv->ops->checkpoint) {
 		ckpt_set(r, id, "pending", "failed", "checkpoints are not supported by this driver", NULL);
 		return;
+	} else {
+		err = r->drv->ops->checkpoint(r->drv, &n, &why, sandbox, id);
 	}
-	err = r->drv->ops->checkpoint(r->drv, &n, &why, sandbox, id);
 	if (err < 0) {
 		orc_log(ORC_LOG_WARN, "checkpoint failed", "checkpoint_id", id, "sandbox_id", sandbox,
 			"error", why ? why : "", NULL);

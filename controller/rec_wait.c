@@ -76,6 +76,7 @@ void rec_waiter_add(struct rec *r, const struct row *row, const char *handle, co
 	w->poked_ms = 0;
 	w->watched = watched && r->drv->ops->events_fd && r->drv->ops->events_fd(r->drv) >= 0;
 	w->ready = 0;
+	w->restore = row->forked_from && r->drv->ops->restore_agent ? xstrdup(row->forked_from) : NULL;
 	/* The agent needs a moment; with hints, polling is only the fallback. */
 	w->next_check_ms = w->launched_ms + (w->watched ? FALLBACK_CHECK_MS : 2);
 }
@@ -91,6 +92,7 @@ void rec_waiter_remove(struct rec *r, struct waiter *w)
 	free(w->address);
 	free(w->handle);
 	free(w->note);
+	free(w->restore);
 	r->w[i] = r->w[--r->nw];
 }
 
@@ -219,6 +221,13 @@ void rec_health_round(struct rec *r)
 		status = 0;
 		err = orc_agent_call(&body, &status, &req);
 		orc_buf_release(&body);
+		if (err == 0 && status == 200 && w->restore && (err = rec_restore(r, w)) < 0) {
+			if (err != ORC_EUNAVAIL) {
+				rec_waiter_remove(r, w);
+				continue;
+			}
+			status = 0;   /* look again next round */
+		}
 		if (err == 0 && status == 200) {
 			if (r->drv->ops->seal)
 				r->drv->ops->seal(r->drv, w->id);

@@ -78,12 +78,13 @@ class K8s:
     """One fake API server (with a kubelet running agents) and the
     controllers of one test."""
 
-    def __init__(self, pg, tls=False):
+    def __init__(self, pg, tls=False, private_tmp=False):
         self.pg = pg
         self.base = tempfile.mkdtemp(prefix="k8sd-", dir="/tmp")
         self.token_file = os.path.join(self.base, "api-token")
         self.write_token(API_TOKEN)
-        self.runner = LocalRunner({"orchard-agent": AGENT}, workdir=os.path.join(self.base, "pods"))
+        self.runner = LocalRunner({"orchard-agent": AGENT}, workdir=os.path.join(self.base, "pods"),
+                                  private_tmp=private_tmp)
         self.fake = FakeApiServer(port=FAKE_PORT, token=API_TOKEN, namespaces=(NS,),
                                   ready_delay=0.1, delete_delay=0.3, bookmark_interval=0.5,
                                   runner=self.runner, pod_ip_prefix=POD_NET)
@@ -155,16 +156,17 @@ class K8s:
         return self.ctls[-1]
 
     def insert(self, image="python:3.11-slim", block_network=True, timeout=30, cpu_millis=500,
-               memory_bytes=268435456, ttl=None, sid=None):
+               memory_bytes=268435456, ttl=None, sid=None, forked_from=None):
         sid = sid or "k-" + uuid.uuid4().hex[:12]
         token = uuid.uuid4().hex + uuid.uuid4().hex
         self.pg.sql(
             "INSERT INTO sandboxes (id, tenant_id, image, driver, cpu, memory, cpu_millis,"
-            " memory_bytes, block_network, timeout_seconds, ttl_seconds, agent_token)"
-            " VALUES ('%s', %s, '%s', 'kubernetes', '%dm', '%d', %d, %d, %s, %d, %s, '%s')"
+            " memory_bytes, block_network, timeout_seconds, ttl_seconds, agent_token, forked_from)"
+            " VALUES ('%s', %s, '%s', 'kubernetes', '%dm', '%d', %d, %d, %s, %d, %s, '%s', %s)"
             % (sid, self.pg.tenant, image, cpu_millis, memory_bytes, cpu_millis, memory_bytes,
                "true" if block_network else "false", timeout,
-               "NULL" if ttl is None else int(ttl), token))
+               "NULL" if ttl is None else int(ttl), token,
+               "NULL" if forked_from is None else "'%s'" % forked_from))
         self.ids.append(sid)
         return sid, token
 

@@ -7,7 +7,9 @@ local binary, rewrites `tcp:HOST:PORT` listen addresses to the pod IP,
 materialises secret and emptyDir volumes under a per-pod directory and
 rewrites paths under their mountPaths to it, resolves `env` (literal
 values, `secretKeyRef`, `fieldRef` to status.podIP / metadata.name /
-metadata.namespace), and starts the process in its own session. The
+metadata.namespace), and starts the process in its own session (with
+`private_tmp=True` under bubblewrap with a /tmp of its own, so that pods do
+not share the host's /tmp, as real pods do not). The
 kubelet polls `probe()` (the container's readinessProbe: httpGet with
 httpHeaders, tcpSocket; no probe = alive) and `poll()` (exit status).
 """
@@ -24,8 +26,9 @@ import urllib.error
 
 
 class LocalRunner:
-    def __init__(self, replace, workdir=None, log_dir=None, extra_env=None):
+    def __init__(self, replace, workdir=None, log_dir=None, extra_env=None, private_tmp=False):
         self.replace = dict(replace)
+        self.private_tmp = private_tmp
         self.workdir = workdir or tempfile.mkdtemp(prefix="k8s-pods-", dir="/tmp")
         self.log_dir = log_dir or self.workdir
         self.extra_env = dict(extra_env or {})
@@ -50,6 +53,13 @@ class LocalRunner:
         for e in c.get("env") or []:
             env[e["name"]] = self._env_value(e, pod, ip, store)
         cwd = mounts.get(c.get("workingDir") or "", root)
+        if self.private_tmp:
+            # An empty /tmp per pod; the pod's volumes (under the runner's
+            # workdir, itself under /tmp) and its log stay where they are.
+            binds = []
+            for d in (root, self.log_dir):
+                binds += ["--bind", d, d]
+            argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp"] + binds + argv
         log = open(os.path.join(self.log_dir, podname + ".log"), "ab")
         try:
             proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,

@@ -308,3 +308,25 @@ def test_agent_image_moves_with_the_controller_image(target):
     agent = one(objs, "ConfigMap", "orchard-config")["data"]["ORCHARD_K8S_AGENT_IMAGE"]
     assert "/controller" in image, image
     assert agent == image.replace("/controller", "/agent", 1), (agent, image)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_controllers_checkpoint_store_is_a_shared_claim(target):
+    """Kubernetes checkpoints (docs/checkpoints.md) live in a PVC that every
+    controller replica mounts at ORCHARD_K8S_CHECKPOINT_DIR; the store's cap
+    stays under the claim's size."""
+    objs = render(target)
+    dep = one(objs, "Deployment", "orchard-controller")
+    spec = dep["spec"]["template"]["spec"]
+    (vol,) = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+    claim = one(objs, "PersistentVolumeClaim", vol["persistentVolumeClaim"]["claimName"])
+    assert claim["metadata"]["namespace"] == dep["metadata"]["namespace"]
+    if dep["spec"]["replicas"] > 1:
+        assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    (c,) = spec["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == vol["name"]]
+    assert env["ORCHARD_K8S_CHECKPOINT_DIR"] == mount["mountPath"]
+    size = claim["spec"]["resources"]["requests"]["storage"]
+    assert size.endswith("Gi") and int(env["ORCHARD_K8S_CHECKPOINT_MAX_BYTES"]) < int(size[:-2]) << 30
+    assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsUser"]
