@@ -41,6 +41,22 @@ int api_checkpoint_reply_done(struct api_req *r, PGresult *res);
  * owned by r); else the 404/409/422 is replied and returned. */
 int api_checkpoint_at_step(char **out, struct api_req *r, const char *sandbox_id, int64_t step);
 
+/* Per-step checkpoint policy (step_policy.c): fields of a create or PATCH
+ * body; NULL/0 where not given. */
+struct api_step_policy {
+	const char *mode;         /* "none", "every_step" */
+	int64_t keep, ttl;
+	int given;
+};
+int api_step_policy_parse(struct api_step_policy *p, json_object *body, char *msg, size_t msglen);
+/* Inside the create's transaction: store p (retention defaults applied). */
+int api_step_policy_store(PGconn *db, const char *sandbox_id, int64_t tenant_id,
+			  const struct api_step_policy *p);
+/* Before a step reaches the agent: wait for the sandbox's pending step
+ * checkpoint (bounded), so it holds the state of the step before. */
+void api_step_barrier(struct api_req *r, const char *sandbox_id);
+int api_sandbox_patch(struct api_req *r);
+
 int api_checkpoint_create(struct api_req *r);   /* checkpoints.c */
 int api_checkpoint_list(struct api_req *r);
 int api_checkpoint_get(struct api_req *r);

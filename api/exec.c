@@ -435,6 +435,7 @@ int api_exec_post(struct api_req *r)
 		return api_reply_error(r, err, "%s", msg);
 	if ((err = api_exec_resume(r, body)) < 0)   /* "resume": true (sandbox_pause.c) */
 		return err;
+	api_step_barrier(r, r->id);                 /* the last step's checkpoint first */
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	if (x.idempotency_key) {

@@ -39,6 +39,7 @@ static const struct api_route routes[] = {
 	{ "GET",    "/sandboxes",                api_sandbox_list,      0 },
 	{ "GET",    "/sandboxes/{id}",           api_sandbox_get,       0 },
 	{ "DELETE", "/sandboxes/{id}",           api_sandbox_delete,    ROUTE_ANY_ID },
+	{ "PATCH",  "/sandboxes/{id}",           api_sandbox_patch,     0 },
 	{ "GET",    "/sandboxes/{id}/wait",      api_sandbox_wait,      0 },
 	{ "POST",   "/sandboxes/{id}/heartbeat", api_sandbox_heartbeat, 0 },
 	{ "POST",   "/sandboxes/{id}/exec",      api_exec_post,         0 },

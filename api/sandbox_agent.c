@@ -12,6 +12,7 @@
 
 #include "agent_client.h"
 #include "api.h"
+#include "checkpoint.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
@@ -64,6 +65,7 @@ int api_agent_get(struct api_agent *out, struct api_req *r)
 	const char *tab;
 	int err;
 
+	api_step_barrier(r, r->id);   /* a step checkpoint holds the state before this call */
 	err = api_agent_lookup(&address, &token, r->tenant_id, r->id, msg, sizeof(msg));
 	if (err == ORC_ENOTFOUND)
 		return api_reply_error(r, err, "sandbox %s not found", r->id);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "checkpoint.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
@@ -43,6 +44,7 @@ struct create_req {
 	json_object *env;
 	const char *workdir;
 	const char *idempotency_key;
+	struct api_step_policy checkpoints;   /* step_policy.c */
 };
 
 /* cpu and memory may be strings or numbers; numbers keep their JSON text. */
@@ -143,6 +145,8 @@ static int parse_create(struct create_req *c, struct api_req *r, json_object *bo
 			return err;
 		c->workdir = json_object_get_string(v);
 	}
+	if ((err = api_step_policy_parse(&c->checkpoints, body, msg, msglen)) < 0)
+		return err;
 	c->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
 	if (c->idempotency_key && !*c->idempotency_key)
 		c->idempotency_key = NULL;
@@ -266,6 +270,7 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 		goto done;
 	if ((err = api_quota_check(db, r->tenant_id, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
 	    (err = orc_pg_query(&res, db, sql, 21, params)) < 0 ||
+	    (err = api_step_policy_store(db, id, r->tenant_id, &c->checkpoints)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
 		PQclear(res);

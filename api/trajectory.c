@@ -236,7 +236,7 @@ enum {
 	E_ID, E_KIND, E_DATA, E_HAS_CONTENT, E_JOB_ID, E_AT, E_JOB_FOUND, E_COMMAND, E_CWD,
 	E_ENV, E_LOGIN, E_TIMEOUT, E_STATUS, E_EXIT, E_SIGNAL, E_TIMED_OUT, E_ERROR,
 	E_CREATED, E_STARTED, E_COMPLETED, E_DURATION, E_OUT_BYTES, E_ERR_BYTES, E_OUT_TRUNC,
-	E_ERR_TRUNC, E_FAILURE,
+	E_ERR_TRUNC, E_FAILURE, E_CKPT_ID, E_CKPT_STATE,
 };
 
 /* exec.finish is folded into the exec line of its exec.accept (the job
@@ -247,8 +247,11 @@ static const char batch_sql[] =
 	" j.exit_code, j.signal, j.timed_out, j.error, " EPOCH("j.created_at") ", "
 	EPOCH("j.started_at") ", " EPOCH("j.completed_at") ", "
 	EPOCH("j.completed_at - j.started_at") ", j.stdout_bytes, j.stderr_bytes,"
-	" j.stdout_truncated, j.stderr_truncated, j.failure"
+	" j.stdout_truncated, j.stderr_truncated, j.failure, ck.id, ck.state"
 	" FROM events e LEFT JOIN jobs j ON j.id = e.job_id AND j.tenant_id = e.tenant_id"
+	/* the step's own checkpoint (every_step; docs/checkpoints.md) */
+	" LEFT JOIN LATERAL (SELECT c.id, c.state FROM checkpoints c WHERE c.step_event_id = e.id"
+	"  AND c.sandbox_id = e.sandbox_id ORDER BY c.created_at DESC LIMIT 1) ck ON true"
 	" WHERE e.sandbox_id = $1 AND e.tenant_id = $2 AND e.id > $3::bigint AND e.id <= $4::bigint"
 	" AND e.kind NOT IN ('exec.finish', 'sandbox.create')"
 	" ORDER BY e.id LIMIT " STR(TRAJ_BATCH);
@@ -288,6 +291,21 @@ static int exec_outputs(json_object *o, const char *job_id)
 	return 0;
 }
 
+/* A step's checkpoint: its id, and whether it is gone (expired or deleted)
+ * or failed. */
+static void step_checkpoint(json_object *o, PGresult *b, int i)
+{
+	const char *state = PQgetvalue(b, i, E_CKPT_STATE);
+
+	if (PQgetisnull(b, i, E_CKPT_ID))
+		return;
+	json_object_object_add(o, "checkpoint_id", col_str(b, i, E_CKPT_ID));
+	if (!strcmp(state, "deleting") || !strcmp(state, "deleted"))
+		json_object_object_add(o, "checkpoint_expired", json_object_new_boolean(1));
+	else if (!strcmp(state, "failed"))
+		json_object_object_add(o, "checkpoint_failed", json_object_new_boolean(1));
+}
+
 static int exec_line(json_object **out, struct traj_stream *t, PGresult *b, int i)
 {
 	json_object *o = line_new(t, "exec");
@@ -319,6 +337,7 @@ static int exec_line(json_object **out, struct traj_stream *t, PGresult *b, int 
 	json_object_object_add(o, "started_at", col_float(b, i, E_STARTED));
 	json_object_object_add(o, "completed_at", col_float(b, i, E_COMPLETED));
 	json_object_object_add(o, "duration_seconds", col_float(b, i, E_DURATION));
+	step_checkpoint(o, b, i);
 	*out = o;
 	return 0;
 }
@@ -354,6 +373,7 @@ static int action_line(json_object **out, struct traj_stream *t, PGresult *b, in
 			json_object_object_add(o, k, json_object_get(v));
 	}
 	json_object_put(data);
+	step_checkpoint(o, b, i);
 	if (!strcmp(PQgetvalue(b, i, E_KIND), "file.write") ||
 	    !strcmp(PQgetvalue(b, i, E_KIND), "archive.upload")) {
 		json_object_object_add(o, "content_recorded", json_object_new_boolean(recorded));

@@ -34,7 +34,7 @@ SRC[git_patch]="agent/git_patch.c agent/dl_git.c agent/dl.c agent/dl_archive.c";
 LIBS[git_patch]="-ldl $($PKG_CONFIG --libs libgit2)"   # git_patch_* of the checks: not in the agent's table
 SRC[pty_frame]="agent/pty_proto.c";                  INC[pty_frame]=agent
 SRC[exec_request]="agent/cancel.c";                  INC[exec_request]=agent
-SRC[api_create]="api/validate.c";       INC[api_create]=api
+SRC[api_create]="api/validate.c api/step_policy.c"; INC[api_create]=api
 SRC[api_exec]="api/validate.c";                      INC[api_exec]=api
 INC[api_query]=api
 SRC[k8s_event]="controller/k8s_podstate.c controller/k8s_pod.c"; INC[k8s_event]=controller

@@ -4,37 +4,12 @@ checkpoint taken at step t, also after the sandbox was deleted; a step
 without a usable checkpoint is a clear 409, a step the trajectory does not
 have is 422, and neither creates anything.
 """
-import base64
 import json
 import uuid
 
+from rollout_helpers import checkpoint, create, fork_at, sh, upload
+
 RUN = uuid.uuid4().hex[:8]
-
-
-def create(stack, s):
-    r = s.post(stack.url + "/v1/sandboxes", json={"image": "host", "labels": {"fs-run": RUN}})
-    assert r.status_code == 200, r.text
-    sid = r.json()["sandbox_id"]
-    assert stack.wait_ready(s, sid)["status"] == "ready"
-    return sid
-
-
-def sh(stack, s, sid, command):
-    r = s.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
-               json={"command": command, "wait": True, "timeout": 120})
-    assert r.status_code == 200, r.text
-    assert r.json()["exit_code"] == 0, r.json()
-    return r.json()["stdout"]
-
-
-def checkpoint(stack, s, sid):
-    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json={})
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def fork_at(stack, s, sid, body):
-    return s.post("%s/v1/sandboxes/%s/fork" % (stack.url, sid), json=body)
 
 
 def sandboxes_of_run(stack):
@@ -42,12 +17,10 @@ def sandboxes_of_run(stack):
 
 
 def test_fork_at_step_after_the_sandbox_was_deleted(stack, admin):
-    parent = create(stack, admin)
+    parent = create(stack, admin, {"fs-run": RUN})
     sh(stack, admin, parent, "echo 1 > /workspace/state")
     ck1 = checkpoint(stack, admin, parent)
-    r = admin.post("%s/v1/sandboxes/%s/files" % (stack.url, parent),
-                   json={"path": "/workspace/state", "content": base64.b64encode(b"2\n").decode()})
-    assert r.status_code == 200, r.text
+    upload(stack, admin, parent, "/workspace/state", b"2\n")
     ck2 = checkpoint(stack, admin, parent)
     sh(stack, admin, parent, "echo 3 > /workspace/state")
     assert (ck1["trajectory_step"], ck2["trajectory_step"]) == (1, 2)
@@ -96,7 +69,7 @@ def test_fork_at_step_after_the_sandbox_was_deleted(stack, admin):
 
 
 def test_another_tenants_sandbox_steps_are_404(stack, admin, other):
-    parent = create(stack, admin)
+    parent = create(stack, admin, {"fs-run": RUN})
     sh(stack, admin, parent, "true")
     ck = checkpoint(stack, admin, parent)
     r = fork_at(stack, other, parent, {"step": 1})

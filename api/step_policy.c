@@ -1,0 +1,175 @@
+/*
+ * Per-step checkpoints (docs/checkpoints.md, issue 21): a sandbox's policy
+ * and the barrier that keeps a step checkpoint consistent.
+ *
+ *   POST  /sandboxes        {..., checkpoints?: "none"|"every_step",
+ *                            checkpoint_keep?, checkpoint_ttl_seconds?}
+ *   PATCH /sandboxes/{id}   {checkpoints?, checkpoint_keep?, checkpoint_ttl_seconds?}
+ *
+ * The checkpoint itself is written by the database in the transaction
+ * that records the step's end (sql/migrations/022_rollout_steps.sql) and
+ * taken by the controller like any pending checkpoint, so the step answers
+ * without waiting for the copy. The copy must still happen before the
+ * next step changes the files: api_step_barrier(), called before a step
+ * reaches the agent, waits until the sandbox has no pending step
+ * checkpoint. The copy cost thus lands on the next step, and only when the
+ * client is faster than the copy.
+ *
+ * Retention defaults (applied on create and PATCH when not given):
+ *   ORCHARD_STEP_CHECKPOINT_KEEP         step checkpoints kept per sandbox (100)
+ *   ORCHARD_STEP_CHECKPOINT_TTL_SECONDS  their lifetime; 0: until deleted (0)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "checkpoint.h"
+#include "err.h"
+#include "json.h"
+#include "log.h"
+#include "strutil.h"
+#include "xalloc.h"
+
+#define KEEP_DEFAULT 100
+#define KEEP_MAX 100000
+#define TTL_MAX_S (365 * 86400)
+#define BARRIER_WAIT_S 120
+
+static int64_t env_i64(const char *name, int64_t dflt, int64_t min, int64_t max)
+{
+	const char *v = getenv(name);
+	int64_t n;
+
+	if (!v || !*v || orc_parse_i64(&n, v, min, max) < 0)
+		return dflt;
+	return n;
+}
+
+int api_step_policy_parse(struct api_step_policy *p, json_object *body, char *msg, size_t msglen)
+{
+	int err;
+
+	memset(p, 0, sizeof(*p));
+	if ((err = orc_json_get_str(body, "checkpoints", &p->mode, msg, msglen)) < 0)
+		return err;
+	if (err == 1)
+		p->mode = NULL;
+	if (p->mode && strcmp(p->mode, "none") && strcmp(p->mode, "every_step")) {
+		snprintf(msg, msglen, "field 'checkpoints' must be \"none\" or \"every_step\"");
+		return ORC_EINVALID;
+	}
+	if ((err = orc_json_get_int(body, "checkpoint_keep", &p->keep, 1, KEEP_MAX, msg, msglen)) < 0)
+		return err;
+	if ((err = orc_json_get_int(body, "checkpoint_ttl_seconds", &p->ttl, 1, TTL_MAX_S, msg,
+				    msglen)) < 0)
+		return err;
+	p->given = p->mode || p->keep || p->ttl;
+	return 0;
+}
+
+static const char policy_sql[] =
+	"UPDATE sandboxes SET checkpoints = COALESCE($3, checkpoints),"
+	" checkpoint_keep = COALESCE($4::int, checkpoint_keep, $6::int),"
+	" checkpoint_ttl_seconds = CASE WHEN $5::int IS NOT NULL THEN $5::int"
+	"  WHEN checkpoint_keep IS NULL THEN nullif($7::int, 0) ELSE checkpoint_ttl_seconds END"
+	" WHERE id = $1 AND tenant_id = $2::bigint";
+
+/* Params of policy_sql; the buffers are the caller's. */
+static void policy_params(const char **params, char bufs[5][24], const char *sandbox_id,
+			  int64_t tenant_id, const struct api_step_policy *p)
+{
+	snprintf(bufs[0], 24, "%lld", (long long)tenant_id);
+	snprintf(bufs[1], 24, "%lld", (long long)p->keep);
+	snprintf(bufs[2], 24, "%lld", (long long)p->ttl);
+	snprintf(bufs[3], 24, "%lld", (long long)env_i64("ORCHARD_STEP_CHECKPOINT_KEEP", KEEP_DEFAULT,
+							   1, KEEP_MAX));
+	snprintf(bufs[4], 24, "%lld", (long long)env_i64("ORCHARD_STEP_CHECKPOINT_TTL_SECONDS", 0,
+							   0, TTL_MAX_S));
+	params[0] = sandbox_id;
+	params[1] = bufs[0];
+	params[2] = p->mode;
+	params[3] = p->keep ? bufs[1] : NULL;
+	params[4] = p->ttl ? bufs[2] : NULL;
+	params[5] = bufs[3];
+	params[6] = bufs[4];
+}
+
+int api_step_policy_store(PGconn *db, const char *sandbox_id, int64_t tenant_id,
+			  const struct api_step_policy *p)
+{
+	const char *params[7];
+	char bufs[5][24];
+
+	policy_params(params, bufs, sandbox_id, tenant_id, p);
+	return orc_pg_query(NULL, db, policy_sql, 7, params);
+}
+
+int api_sandbox_patch(struct api_req *r)
+{
+	struct api_step_policy p;
+	json_object *body, *o;
+	const char *params[7];
+	char bufs[5][24], msg[512], *sql;
+	PGresult *res = NULL;
+	PGconn *db = NULL;
+	int err;
+
+	if ((err = api_req_json_body(&body, r)) < 0)
+		return err;
+	json_object_object_foreach(body, k, v) {
+		(void)v;
+		if (strcmp(k, "checkpoints") && strcmp(k, "checkpoint_keep") &&
+		    strcmp(k, "checkpoint_ttl_seconds"))
+			return api_reply_error(r, ORC_EINVALID, "field '%.64s' cannot be changed; PATCH "
+					       "takes checkpoints, checkpoint_keep and "
+					       "checkpoint_ttl_seconds", k);
+	}
+	if ((err = api_step_policy_parse(&p, body, msg, sizeof(msg))) < 0)
+		return api_reply_error(r, err, "%s", msg);
+	policy_params(params, bufs, r->id, r->tenant_id, &p);
+	sql = api_own_mem(r, xasprintf("%s AND state IN ('pending', 'ready') RETURNING id,"
+				       " COALESCE(checkpoints, 'none'), checkpoint_keep,"
+				       " checkpoint_ttl_seconds", policy_sql));
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	err = orc_pg_query(&res, db, sql, 7, params);
+	orc_pg_pool_release(&api_server.db, db);
+	if (err < 0)
+		return api_reply_error(r, err, "cannot change sandbox %s", r->id);
+	api_own_pg(r, res);
+	if (PQntuples(res) != 1)
+		return api_reply_error(r, ORC_ENOTFOUND, "sandbox %s not found (or no longer running)",
+				       r->id);
+	o = api_own_json(r, json_object_new_object());
+	json_object_object_add(o, "sandbox_id", json_object_new_string(PQgetvalue(res, 0, 0)));
+	json_object_object_add(o, "checkpoints", json_object_new_string(PQgetvalue(res, 0, 1)));
+	json_object_object_add(o, "checkpoint_keep", PQgetisnull(res, 0, 2) ? NULL :
+			       json_object_new_int64(strtoll(PQgetvalue(res, 0, 2), NULL, 10)));
+	json_object_object_add(o, "checkpoint_ttl_seconds", PQgetisnull(res, 0, 3) ? NULL :
+			       json_object_new_int64(strtoll(PQgetvalue(res, 0, 3), NULL, 10)));
+	return api_reply_json(r, 200, o);
+}
+
+void api_step_barrier(struct api_req *r, const char *sandbox_id)
+{
+	char tenant[24];
+	const char *params[2] = { sandbox_id, tenant };
+	int64_t deadline = orc_mono_ms() + BARRIER_WAIT_S * 1000;
+	PGresult *res = NULL, *done = NULL;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	while (orc_mono_ms() < deadline) {
+		if (orc_pg_pool_query_one(&res, &api_server.db, "SELECT id FROM checkpoints"
+					  " WHERE sandbox_id = $1 AND tenant_id = $2::bigint"
+					  " AND state = 'pending' AND kind = 'step'"
+					  " ORDER BY created_at DESC LIMIT 1", 2, params) < 0)
+			return;   /* none pending (ORC_ENOTFOUND), or the step will find out */
+		if (api_checkpoint_wait(&done, r->tenant_id, PQgetvalue(res, 0, 0), deadline) == 0)
+			PQclear(done);
+		PQclear(res);
+		res = NULL;
+	}
+	orc_log(ORC_LOG_WARN, "a step checkpoint is still pending; the step goes ahead",
+		"sandbox_id", sandbox_id, "request_id", r->request_id, NULL);
+}
