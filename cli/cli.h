@@ -77,13 +77,19 @@ int cli_group_usage_error(const struct cli_cmd *group, const char *sub);
  * getopt_long tables: CLI_COMMON_OPTIONS, then handle unknown codes with
  * cli_common_option(), which returns 0 when it took the option.
  */
-enum { CLI_OPT_URL = 0x100, CLI_OPT_API_KEY, CLI_OPT_CACERT, CLI_OPT_CONTEXT, CLI_OPT_FIRST_FREE };
+enum { CLI_OPT_URL = 0x100, CLI_OPT_API_KEY, CLI_OPT_CACERT, CLI_OPT_CONTEXT, CLI_OPT_DEBUG,
+       CLI_OPT_NO_HEADERS, CLI_OPT_FIRST_FREE };
 #define CLI_COMMON_OPTIONS \
 	{ "url", required_argument, NULL, CLI_OPT_URL }, \
 	{ "api-key", required_argument, NULL, CLI_OPT_API_KEY }, \
 	{ "cacert", required_argument, NULL, CLI_OPT_CACERT }, \
-	{ "context", required_argument, NULL, CLI_OPT_CONTEXT }
+	{ "context", required_argument, NULL, CLI_OPT_CONTEXT }, \
+	{ "debug", no_argument, NULL, CLI_OPT_DEBUG }
 int cli_common_option(struct cli_config *cfg, int opt, const char *arg);
+/* The options of a command that prints an object or a list (-o takes 'o'). */
+#define CLI_OUTPUT_OPTIONS \
+	{ "output", required_argument, NULL, 'o' }, \
+	{ "no-headers", no_argument, NULL, CLI_OPT_NO_HEADERS }
 /*
  * Fill in what flags left unset and check the result: 0, or CLI_USAGE (no
  * server URL) / CLI_FAIL (a config file that is unsafe or broken), after
@@ -208,9 +214,31 @@ void cli_table_add(struct cli_table *t, const char *const *cells);
 void cli_table_print(const struct cli_table *t);
 void cli_table_release(struct cli_table *t);
 
-/* -o VALUE. */
-enum cli_output { CLI_OUT_DEFAULT, CLI_OUT_JSON, CLI_OUT_TABLE, CLI_OUT_WIDE };
+/*
+ * -o VALUE: json, yaml, jsonpath=EXPR (the documents, output_doc.c), table
+ * or wide; a leading "=" is dropped (-o=json). A jsonpath expression is
+ * checked here and kept for cli_print_doc. --no-headers (CLI_OUTPUT_OPTIONS)
+ * drops the header row of every table.
+ */
+enum cli_output { CLI_OUT_DEFAULT, CLI_OUT_JSON, CLI_OUT_TABLE, CLI_OUT_WIDE, CLI_OUT_YAML, CLI_OUT_JSONPATH };
 int cli_parse_output(enum cli_output *out, const char *arg);
+/*
+ * A command's -o: parse arg into *out, or report a usage error naming what
+ * it takes (documents only unless tables) and return CLI_USAGE.
+ */
+int cli_output_arg(enum cli_output *out, const char *arg, const char *cmd, const char *usage, int tables);
+void cli_output_set_no_headers(void);
+/* 0 after --no-headers: for a command that prints its own header line. */
+int cli_output_headers(void);
+/* fmt is json, yaml or jsonpath. */
+int cli_output_is_doc(enum cli_output fmt);
+/* Print o in a document format: 0, or CLI_FAIL when a jsonpath found nothing (said on stderr). */
+int cli_print_doc(enum cli_output fmt, json_object *o);
+/* The same as one item of a stream: JSON on one line, YAML after "---". */
+int cli_print_doc_line(enum cli_output fmt, json_object *o);
+/* output_doc.c: 0 when expr is a jsonpath we can evaluate. */
+int cli_jsonpath_check(const char *expr);
+void cli_output_set_jsonpath(const char *expr);
 
 /* ---- args.c: checked arguments ---- */
 /* "90", "90s", "30m", "2h", "1d" -> seconds in [min, max]. */

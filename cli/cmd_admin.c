@@ -19,13 +19,13 @@ const char keys_usage[] =
 	"`orchard-admin key create` on a machine that reaches the database.\n";
 
 const char keys_ls_usage[] =
-	"usage: orchardctl keys ls [--tenant NAME] [-o table|json] [-q]\n"
+	"usage: orchardctl keys ls [--tenant NAME] [-o FORMAT] [--no-headers] [-q]\n"
 	"\n"
 	"List API keys, never their secrets: key id, tenant, role, name, when\n"
 	"last used and whether revoked.\n"
 	"\n"
 	"  --tenant NAME  only this tenant's keys\n"
-	"  -o json        the server's answer\n"
+	"  -o FORMAT      table (default), wide, json, yaml or jsonpath=EXPR\n"
 	"  -q, --quiet    key ids only\n";
 
 const char keys_revoke_usage[] =
@@ -41,16 +41,16 @@ const char tenants_usage[] =
 	"(admin keys only).\n";
 
 const char tenants_ls_usage[] =
-	"usage: orchardctl tenants ls [-o table|json] [-q]\n"
+	"usage: orchardctl tenants ls [-o FORMAT] [--no-headers] [-q]\n"
 	"\n"
 	"List tenants: live sandboxes and the cpu and memory they hold, and quotas.\n"
 	"\n"
-	"  -o json        the server's answer\n"
+	"  -o FORMAT      table (default), wide, json, yaml or jsonpath=EXPR\n"
 	"  -q, --quiet    names only\n";
 
 const char tenants_create_usage[] =
 	"usage: orchardctl tenants create NAME [--max-sandboxes N] [--max-cpu CPU]\n"
-	"                                      [--max-memory MEM] [-o json]\n"
+	"                                      [--max-memory MEM] [-o FORMAT]\n"
 	"\n"
 	"Create a tenant (NAME is a DNS label). Quotas not given are unlimited.\n"
 	"\n"
@@ -60,7 +60,7 @@ const char tenants_create_usage[] =
 
 const char tenants_set_usage[] =
 	"usage: orchardctl tenants set NAME [--max-sandboxes N|none] [--max-cpu CPU|none]\n"
-	"                                   [--max-memory MEM|none] [-o json]\n"
+	"                                   [--max-memory MEM|none] [-o FORMAT]\n"
 	"\n"
 	"Change a tenant's quotas; `none` removes one. Quotas not given stay.\n"
 	"Running sandboxes are never touched by a lower quota.\n";
@@ -70,13 +70,13 @@ enum { OPT_TENANT = CLI_OPT_FIRST_FREE, OPT_MAX_SB, OPT_MAX_CPU, OPT_MAX_MEM };
 const struct option keys_ls_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "tenant", required_argument, NULL, OPT_TENANT },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ "quiet", no_argument, NULL, 'q' },
 	{ NULL, 0, NULL, 0 },
 };
 const struct option tenants_ls_opts[] = {
 	CLI_COMMON_OPTIONS,
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ "quiet", no_argument, NULL, 'q' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -85,7 +85,7 @@ const struct option tenants_set_opts[] = {
 	{ "max-sandboxes", required_argument, NULL, OPT_MAX_SB },
 	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEM },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -98,15 +98,15 @@ static int list(struct cli_config *cfg, int argc, char **argv, const struct opti
 	struct orc_buf path = ORC_BUF_INIT;
 	json_object *res = NULL, *items;
 	const char *tenant = NULL;
-	int opt, rc, json = 0, quiet = 0;
+	enum cli_output output = CLI_OUT_TABLE;
+	int opt, rc, quiet = 0;
 	size_t i;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:q", opts, NULL)) != -1) {
 		if (opt == 'o') {
-			if (strcmp(optarg, "json") && strcmp(optarg, "table"))
-				return cli_usage_error(usage, "%s: -o wants table or json, not \"%s\"", name, optarg);
-			json = !strcmp(optarg, "json");
+			if ((rc = cli_output_arg(&output, optarg, name, usage, 1)) != 0)
+				return rc;
 		} else if (opt == 'q') {
 			quiet = 1;
 		} else if (opt == OPT_TENANT) {
@@ -132,15 +132,15 @@ static int list(struct cli_config *cfg, int argc, char **argv, const struct opti
 		cli_error("unexpected answer from GET %s: no \"%s\" list", route, key);
 		goto done;
 	}
-	if (json)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(output))
+		rc = cli_print_doc(output, res);
 	else if (quiet)
 		for (i = 0; i < json_object_array_length(items); i++)
 			printf("%s\n", cli_field_text(json_object_array_get_idx(items, i),
 						      !strcmp(key, "keys") ? "key_id" : "name"));
 	else
 		table(items);
-	rc = CLI_OK;
 done:
 	if (res)
 		json_object_put(res);
@@ -287,16 +287,14 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 	struct cli_request req = { create ? "POST" : "PATCH", NULL, NULL, NULL, 60, NULL, NULL };
 	json_object *body = json_object_new_object(), *res = NULL;
 	char *path = NULL;
-	int opt, rc, json = 0;
+	enum cli_output output = CLI_OUT_DEFAULT;
+	int opt, rc;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:", tenants_set_opts, NULL)) != -1) {
 		if (opt == 'o') {
-			if (strcmp(optarg, "json")) {
-				rc = cli_usage_error(usage, "%s: -o wants json, not \"%s\"", name, optarg);
+			if ((rc = cli_output_arg(&output, optarg, name, usage, 0)) != 0)
 				goto done;
-			}
-			json = 1;
 		} else if (opt >= OPT_MAX_SB && opt <= OPT_MAX_MEM) {
 			if ((rc = quota_option(body, opt, optarg, !create, usage, name)) != 0)
 				goto done;
@@ -326,11 +324,11 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 	rc = CLI_FAIL;
 	if (cli_call(&res, cfg, &req) < 0)
 		goto done;
-	if (json)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(output))
+		rc = cli_print_doc(output, res);
 	else
 		printf("%s\n", cli_field_text(res, "name"));
-	rc = CLI_OK;
 done:
 	json_object_put(body);
 	if (res)

@@ -1,11 +1,11 @@
 /*
  * Checkpoints, forks and pause/resume (docs/checkpoints.md):
  *
- *   orchardctl checkpoint create ID [--name N] [-o json]   prints the checkpoint id
- *   orchardctl checkpoint ls [--sandbox ID] [-o json]
- *   orchardctl checkpoint get CKPT [-o json]
+ *   orchardctl checkpoint create ID [--name N] [-o FORMAT]   prints the checkpoint id
+ *   orchardctl checkpoint ls [--sandbox ID] [-o FORMAT]
+ *   orchardctl checkpoint get CKPT [-o FORMAT]
  *   orchardctl checkpoint rm CKPT...
- *   orchardctl fork ID|CKPT [-n N] [-o json]   prints the new ids, one per line
+ *   orchardctl fork ID|CKPT [-n N] [-o FORMAT]   prints the new ids, one per line
  *   orchardctl pause ID / resume ID
  */
 #include <stdio.h>
@@ -23,21 +23,21 @@ const char checkpoint_usage[] =
 	"\n"
 	"Checkpoints of a sandbox's writable state (docs/checkpoints.md).\n";
 const char checkpoint_create_usage[] =
-	"usage: orchardctl checkpoint create ID [--name NAME] [-o json]\n"
+	"usage: orchardctl checkpoint create ID [--name NAME] [-o FORMAT]\n"
 	"\n"
 	"Checkpoint sandbox ID now; prints the checkpoint's id when it is ready.\n";
 const char checkpoint_ls_usage[] =
-	"usage: orchardctl checkpoint ls [--sandbox ID] [-o json]\n"
+	"usage: orchardctl checkpoint ls [--sandbox ID] [-o FORMAT]\n"
 	"\n"
 	"List your checkpoints (of one sandbox with --sandbox).\n";
 const char checkpoint_get_usage[] =
-	"usage: orchardctl checkpoint get CKPT [-o json]\n";
+	"usage: orchardctl checkpoint get CKPT [-o FORMAT]\n";
 const char checkpoint_rm_usage[] =
 	"usage: orchardctl checkpoint rm CKPT...\n"
 	"\n"
 	"Delete checkpoints; prints each id as it is deleted.\n";
 const char fork_usage[] =
-	"usage: orchardctl fork ID|CKPT [-n N] [-o json]\n"
+	"usage: orchardctl fork ID|CKPT [-n N] [-o FORMAT]\n"
 	"\n"
 	"Create N sandboxes (default 1) from checkpoint CKPT, or from sandbox ID\n"
 	"as it is now; prints the new sandbox ids, one per line.\n";
@@ -55,7 +55,7 @@ const struct option checkpoint_opts[] = {
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 	{ "count", required_argument, NULL, 'n' },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -77,8 +77,8 @@ static int parse(struct ck_args *a, struct cli_config *cfg, int argc, char **arg
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:n:", checkpoint_opts, NULL)) != -1) {
 		if (opt == 'o') {
-			if (cli_parse_output(&a->output, optarg) < 0)
-				return cli_usage_error(usage, "-o wants json, not \"%s\"", optarg);
+			if ((rc = cli_output_arg(&a->output, optarg, argv[0], usage, 1)) != 0)
+				return rc;
 		} else if (opt == 'n') {
 			if (orc_parse_i64(&a->count, optarg, 1, 256) < 0)
 				return cli_usage_error(usage, "-n wants a count from 1 to 256");
@@ -129,12 +129,13 @@ int cmd_checkpoint_create(struct cli_config *cfg, int argc, char **argv)
 	json_object_put(body);
 	if (rc < 0)
 		return CLI_FAIL;
-	if (a.output == CLI_OUT_JSON)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output))
+		rc = cli_print_doc(a.output, res);
 	else
 		printf("%s\n", cli_field_text(res, "id"));
 	json_object_put(res);
-	return CLI_OK;
+	return rc;
 }
 
 int cmd_checkpoint_ls(struct cli_config *cfg, int argc, char **argv)
@@ -154,15 +155,17 @@ int cmd_checkpoint_ls(struct cli_config *cfg, int argc, char **argv)
 	orc_buf_release(&path);
 	if (rc < 0)
 		return CLI_FAIL;
-	if (a.output == CLI_OUT_JSON) {
-		cli_print_json(items);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output)) {
+		rc = cli_print_doc(a.output, items);
 	} else {
-		printf("%-16s %-10s %-8s %12s  %s\n", "ID", "SANDBOX", "STATE", "BYTES", "CREATED");
+		if (cli_output_headers())
+			printf("%-16s %-10s %-8s %12s  %s\n", "ID", "SANDBOX", "STATE", "BYTES", "CREATED");
 		for (i = 0; i < json_object_array_length(items); i++)
 			print_checkpoint_line(json_object_array_get_idx(items, i));
 	}
 	json_object_put(items);
-	return CLI_OK;
+	return rc;
 }
 
 int cmd_checkpoint_get(struct cli_config *cfg, int argc, char **argv)
@@ -179,12 +182,13 @@ int cmd_checkpoint_get(struct cli_config *cfg, int argc, char **argv)
 	free(path);
 	if (rc < 0)
 		return CLI_FAIL;
-	if (a.output == CLI_OUT_JSON)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output))
+		rc = cli_print_doc(a.output, res);
 	else
 		print_checkpoint_line(res);
 	json_object_put(res);
-	return CLI_OK;
+	return rc;
 }
 
 int cmd_checkpoint_rm(struct cli_config *cfg, int argc, char **argv)
@@ -239,14 +243,15 @@ int cmd_fork(struct cli_config *cfg, int argc, char **argv)
 	json_object_put(body);
 	if (rc < 0)
 		return CLI_FAIL;
-	if (a.output == CLI_OUT_JSON) {
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output)) {
+		rc = cli_print_doc(a.output, res);
 	} else if (json_object_object_get_ex(res, "sandbox_ids", &ids)) {
 		for (i = 0; i < json_object_array_length(ids); i++)
 			printf("%s\n", json_object_get_string(json_object_array_get_idx(ids, i)));
 	}
 	json_object_put(res);
-	return CLI_OK;
+	return rc;
 }
 
 static int pause_or_resume(struct cli_config *cfg, int argc, char **argv, const char *usage,

@@ -38,7 +38,7 @@ const char config_use_context_usage[] =
 	"Make NAME the current context.\n";
 
 const char config_get_contexts_usage[] =
-	"usage: orchardctl config get-contexts [-q]\n"
+	"usage: orchardctl config get-contexts [-q] [--no-headers]\n"
 	"\n"
 	"List the contexts: CURRENT (*), NAME, URL, CACERT. -q, --quiet: the names only.\n";
 
@@ -48,10 +48,10 @@ const char config_current_context_usage[] =
 	"Print the current context's name; exit 125 if there is none.\n";
 
 const char config_view_usage[] =
-	"usage: orchardctl config view [--raw]\n"
+	"usage: orchardctl config view [--raw] [-o json|yaml|jsonpath=EXPR]\n"
 	"\n"
-	"Print the config file with API keys masked (orch_<key id>_****);\n"
-	"--raw shows them.\n";
+	"Print the config file (JSON unless -o says otherwise) with API keys masked\n"
+	"(orch_<key id>_****); --raw shows them.\n";
 
 const char config_delete_context_usage[] =
 	"usage: orchardctl config delete-context NAME\n"
@@ -67,9 +67,15 @@ const struct option config_set_context_opts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 const struct option config_get_contexts_opts[] = {
-	{ "quiet", no_argument, NULL, 'q' }, { NULL, 0, NULL, 0 },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "no-headers", no_argument, NULL, CLI_OPT_NO_HEADERS },
+	{ NULL, 0, NULL, 0 },
 };
-const struct option config_view_opts[] = { { "raw", no_argument, NULL, OPT_RAW }, { NULL, 0, NULL, 0 } };
+const struct option config_view_opts[] = {
+	{ "raw", no_argument, NULL, OPT_RAW },
+	{ "output", required_argument, NULL, 'o' },
+	{ NULL, 0, NULL, 0 },
+};
 
 /* The file, loaded; *path is its name. Reported on failure. */
 static int load(json_object **file, char **path)
@@ -275,9 +281,12 @@ int cmd_config_get_contexts(struct cli_config *cfg, int argc, char **argv)
 	(void)cfg;
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "q", config_get_contexts_opts, NULL)) != -1) {
-		if (opt != 'q')
+		if (opt == CLI_OPT_NO_HEADERS)
+			cli_output_set_no_headers();
+		else if (opt == 'q')
+			quiet = 1;
+		else
 			return cli_bad_option(config_get_contexts_usage);
-		quiet = 1;
 	}
 	if (optind < argc)
 		return cli_usage_error(config_get_contexts_usage, "config get-contexts: unexpected argument "
@@ -338,14 +347,20 @@ int cmd_config_view(struct cli_config *cfg, int argc, char **argv)
 {
 	json_object *file = NULL, *v;
 	char masked[64], *path = NULL;
-	int opt, raw = 0;
+	enum cli_output output = CLI_OUT_JSON;
+	int opt, rc, raw = 0;
 
 	(void)cfg;
 	optind = 0;
-	while ((opt = getopt_long(argc, argv, "", config_view_opts, NULL)) != -1) {
-		if (opt != OPT_RAW)
+	while ((opt = getopt_long(argc, argv, "o:", config_view_opts, NULL)) != -1) {
+		if (opt == 'o') {
+			if ((rc = cli_output_arg(&output, optarg, "config view", config_view_usage, 0)) != 0)
+				return rc;
+		} else if (opt == OPT_RAW) {
+			raw = 1;
+		} else {
 			return cli_bad_option(config_view_usage);
-		raw = 1;
+		}
 	}
 	if (optind < argc)
 		return cli_usage_error(config_view_usage, "config view: unexpected argument \"%s\"", argv[optind]);
@@ -360,8 +375,8 @@ int cmd_config_view(struct cli_config *cfg, int argc, char **argv)
 			}
 		}
 	}
-	cli_print_json(file);
+	rc = cli_print_doc(output, file);
 	json_object_put(file);
 	free(path);
-	return CLI_OK;
+	return rc;
 }

@@ -17,9 +17,9 @@ const char create_usage[] =
 	"usage: orchardctl create [IMAGE] [--wait] [--cpu N] [--memory SIZE]\n"
 	"                         [--network|--no-network] [--name ID] [--timeout S]\n"
 	"                         [--ttl DUR] [--idle-timeout DUR] [-l K=V]... [-e K=V]...\n"
-	"                         [-w DIR] [-o json]\n"
+	"                         [-w DIR] [-o FORMAT]\n"
 	"\n"
-	"Create a sandbox and print its id (the whole sandbox object with -o json).\n"
+	"Create a sandbox and print its id (the whole sandbox object with -o).\n"
 	"\n"
 	"  IMAGE               the image; \"host\" (the default) is the host's own system\n"
 	"  --wait              wait until it is ready (a spinner on a terminal); a\n"
@@ -36,7 +36,7 @@ const char create_usage[] =
 	"  -l, --label K=V     a label to filter on later (repeatable)\n"
 	"  -e, --env K=V       an environment variable for every command (repeatable)\n"
 	"  -w, --workdir DIR   the default working directory of its commands\n"
-	"  -o json             print the sandbox as JSON\n";
+	"  -o FORMAT           print the sandbox: json, yaml or jsonpath=EXPR\n";
 
 enum { OPT_WAIT = CLI_OPT_FIRST_FREE, OPT_CPU, OPT_MEMORY, OPT_NETWORK, OPT_NO_NETWORK,
        OPT_NAME, OPT_TIMEOUT, OPT_TTL, OPT_IDLE };
@@ -55,7 +55,7 @@ const struct option create_opts[] = {
 	{ "label", required_argument, NULL, 'l' },
 	{ "env", required_argument, NULL, 'e' },
 	{ "workdir", required_argument, NULL, 'w' },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -77,7 +77,7 @@ static int add_pair(json_object **obj, const char *arg)
 /* Options into a; a usage error is reported and returned as CLI_USAGE. */
 static int parse_args(struct create_args *a, struct cli_config *cfg, int argc, char **argv)
 {
-	int opt;
+	int opt, rc;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:l:e:w:", create_opts, NULL)) != -1) {
@@ -108,8 +108,8 @@ static int parse_args(struct create_args *a, struct cli_config *cfg, int argc, c
 						       opt == 'l' ? "label" : "env", optarg);
 			break;
 		case 'o':
-			if (cli_parse_output(&a->output, optarg) < 0 || a->output != CLI_OUT_JSON)
-				return cli_usage_error(create_usage, "create: -o wants json, not \"%s\"", optarg);
+			if ((rc = cli_output_arg(&a->output, optarg, "create", create_usage, 0)) != 0)
+				return rc;
 			break;
 		default:
 			if (cli_common_option(cfg, opt, optarg) < 0)
@@ -201,11 +201,11 @@ int cmd_create(struct cli_config *cfg, int argc, char **argv)
 		json_object_put(sb);
 		sb = ready;
 	}
-	if (a.output == CLI_OUT_JSON)
-		cli_print_json(sb);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output))
+		rc = cli_print_doc(a.output, sb);
 	else
 		printf("%s\n", cli_field_text(sb, "sandbox_id"));
-	rc = CLI_OK;
 done:
 	if (sb)
 		json_object_put(sb);

@@ -19,13 +19,14 @@ const char files_usage[] =
 	"taken from /workspace. `orchardctl cp` copies files and directories.\n";
 
 const char files_ls_usage[] =
-	"usage: orchardctl files ls ID [PATH] [-o table|json] [-q]\n"
+	"usage: orchardctl files ls ID [PATH] [-o FORMAT] [--no-headers] [-q]\n"
 	"\n"
 	"List a directory of the sandbox (default /workspace): mode, size,\n"
 	"modification time (UTC) and name, symlinks with their targets, dotfiles\n"
 	"included, sorted by name.\n"
 	"\n"
-	"  -o json      the server's answer ({path, files: [...]})\n"
+	"  -o FORMAT    table (default), json, yaml or jsonpath=EXPR: the documents\n"
+	"               are the server's answer ({path, files: [...]})\n"
 	"  -q, --quiet  names only\n";
 
 const char files_cat_usage[] =
@@ -53,7 +54,7 @@ const char files_mkdir_usage[] =
 
 const struct option files_ls_opts[] = {
 	CLI_COMMON_OPTIONS,
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ "quiet", no_argument, NULL, 'q' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -127,9 +128,8 @@ int cmd_files_ls(struct cli_config *cfg, int argc, char **argv)
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:q", files_ls_opts, NULL)) != -1) {
 		if (opt == 'o') {
-			if (cli_parse_output(&output, optarg) < 0 || output == CLI_OUT_WIDE)
-				return cli_usage_error(files_ls_usage, "files ls: -o wants table or json, not \"%s\"",
-						       optarg);
+			if ((rc = cli_output_arg(&output, optarg, "files ls", files_ls_usage, 1)) != 0)
+				return rc;
 		} else if (opt == 'q') {
 			quiet = 1;
 		} else if (cli_common_option(cfg, opt, optarg) < 0) {
@@ -149,11 +149,11 @@ int cmd_files_ls(struct cli_config *cfg, int argc, char **argv)
 		cli_error("unexpected answer from GET %s: no \"files\" list", route);
 		goto done;
 	}
-	if (output == CLI_OUT_JSON)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(output))
+		rc = cli_print_doc(output, res);
 	else
 		print_listing(files, quiet);
-	rc = CLI_OK;
 done:
 	if (res)
 		json_object_put(res);

@@ -14,9 +14,10 @@
 #define DESCRIBE_JOBS_SCAN 1000
 
 const char get_usage[] =
-	"usage: orchardctl get ID [-o json]\n"
+	"usage: orchardctl get ID [-o FORMAT] [--no-headers]\n"
 	"\n"
-	"Show one sandbox: every field the server returns, or its JSON.\n";
+	"Show one sandbox: every field the server returns (FIELD VALUE lines), or\n"
+	"with -o json, yaml or jsonpath=EXPR the object.\n";
 
 const char describe_usage[] =
 	"usage: orchardctl describe ID\n"
@@ -26,7 +27,7 @@ const char describe_usage[] =
 
 const struct option get_opts[] = {
 	CLI_COMMON_OPTIONS,
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 const struct option describe_opts[] = { CLI_COMMON_OPTIONS, { NULL, 0, NULL, 0 } };
@@ -80,8 +81,8 @@ int cmd_get(struct cli_config *cfg, int argc, char **argv)
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:", get_opts, NULL)) != -1) {
 		if (opt == 'o') {
-			if (cli_parse_output(&output, optarg) < 0)
-				return cli_usage_error(get_usage, "get: -o wants json, not \"%s\"", optarg);
+			if ((rc = cli_output_arg(&output, optarg, "get", get_usage, 1)) != 0)
+				return rc;
 		} else if (cli_common_option(cfg, opt, optarg) < 0) {
 			return cli_bad_option(get_usage);
 		}
@@ -92,12 +93,13 @@ int cmd_get(struct cli_config *cfg, int argc, char **argv)
 		return rc;
 	if (fetch_sandbox(&sb, cfg, argv[optind]) < 0)
 		return CLI_FAIL;
-	if (output == CLI_OUT_JSON)
-		cli_print_json(sb);
+	rc = CLI_OK;
+	if (cli_output_is_doc(output))
+		rc = cli_print_doc(output, sb);
 	else
 		print_fields(sb);
 	json_object_put(sb);
-	return CLI_OK;
+	return rc;
 }
 
 static void line(const char *label, const char *value)

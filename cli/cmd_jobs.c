@@ -28,22 +28,22 @@ const char jobs_usage[] =
 	"print its output, cancel it.\n";
 
 const char jobs_ls_usage[] =
-	"usage: orchardctl jobs ls SANDBOX [-o table|json]\n"
+	"usage: orchardctl jobs ls SANDBOX [-o FORMAT] [--no-headers]\n"
 	"\n"
 	"List a sandbox's jobs, oldest first: JOB ID, STATUS, EXIT, AGE, COMMAND.\n";
 
 const char jobs_get_usage[] =
-	"usage: orchardctl jobs get JOB [-o json]\n"
+	"usage: orchardctl jobs get JOB [-o FORMAT] [--no-headers]\n"
 	"\n"
-	"Show a job: its fields (output as byte counts; see `jobs logs`), or JSON\n"
-	"with everything, output included.\n";
+	"Show a job: its fields (output as byte counts; see `jobs logs`), or with\n"
+	"-o json, yaml or jsonpath=EXPR everything, output included.\n";
 
 const char jobs_wait_usage[] =
-	"usage: orchardctl jobs wait JOB [--timeout S] [-o json]\n"
+	"usage: orchardctl jobs wait JOB [--timeout S] [-o FORMAT]\n"
 	"\n"
 	"Wait until a job finished and exit with its exit status (124 when it timed\n"
 	"out). With --timeout, exits 125 if it is still running after S seconds.\n"
-	"-o json prints the finished job.\n";
+	"-o json, yaml or jsonpath=EXPR prints the finished job.\n";
 
 const char jobs_logs_usage[] =
 	"usage: orchardctl jobs logs JOB [-f]\n"
@@ -60,15 +60,15 @@ const char jobs_cancel_usage[] =
 enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE };
 
 const struct option jobs_ls_opts[] = {
-	CLI_COMMON_OPTIONS, { "output", required_argument, NULL, 'o' }, { NULL, 0, NULL, 0 },
+	CLI_COMMON_OPTIONS, CLI_OUTPUT_OPTIONS, { NULL, 0, NULL, 0 },
 };
 const struct option jobs_get_opts[] = {
-	CLI_COMMON_OPTIONS, { "output", required_argument, NULL, 'o' }, { NULL, 0, NULL, 0 },
+	CLI_COMMON_OPTIONS, CLI_OUTPUT_OPTIONS, { NULL, 0, NULL, 0 },
 };
 const struct option jobs_wait_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 const struct option jobs_logs_opts[] = {
@@ -85,15 +85,16 @@ struct jobs_args {
 static int parse_args(struct jobs_args *a, struct cli_config *cfg, int argc, char **argv,
 		      const struct option *opts, const char *usage, int many)
 {
-	int opt;
+	char name[32];
+	int opt, rc;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:f", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'o':
-			if (cli_parse_output(&a->output, optarg) < 0 || a->output == CLI_OUT_WIDE)
-				return cli_usage_error(usage, "jobs %s: -o wants table or json, not \"%s\"",
-						       argv[0], optarg);
+			snprintf(name, sizeof(name), "jobs %s", argv[0]);
+			if ((rc = cli_output_arg(&a->output, optarg, name, usage, opts != jobs_wait_opts)) != 0)
+				return rc;
 			break;
 		case 'f': a->follow = 1; break;
 		case OPT_TIMEOUT:
@@ -149,15 +150,15 @@ int cmd_jobs_ls(struct cli_config *cfg, int argc, char **argv)
 			not_supported("listing jobs (GET /v1/sandboxes/{id}/jobs)", cfg);
 		goto done;
 	}
-	if (a.output == CLI_OUT_JSON) {
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output)) {
 		o = json_object_new_object();
 		json_object_object_add(o, "jobs", json_object_get(jobs));
-		cli_print_json(o);
+		rc = cli_print_doc(a.output, o);
 		json_object_put(o);
 	} else {
 		cli_job_table(jobs, 0);
 	}
-	rc = CLI_OK;
 done:
 	if (jobs)
 		json_object_put(jobs);
@@ -199,12 +200,13 @@ int cmd_jobs_get(struct cli_config *cfg, int argc, char **argv)
 		return rc;
 	if (fetch_job(&job, cfg, argv[optind]) < 0)
 		return CLI_FAIL;
-	if (a.output == CLI_OUT_JSON)
-		cli_print_json(job);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output))
+		rc = cli_print_doc(a.output, job);
 	else
 		print_job(job);
 	json_object_put(job);
-	return CLI_OK;
+	return rc;
 }
 
 int cmd_jobs_wait(struct cli_config *cfg, int argc, char **argv)
@@ -222,8 +224,8 @@ int cmd_jobs_wait(struct cli_config *cfg, int argc, char **argv)
 	rc = CLI_FAIL;
 	if (cli_job_wait(&job, cfg, (long)a.timeout) < 0)
 		goto done;
-	if (a.output == CLI_OUT_JSON)
-		cli_print_json(job);
+	if (cli_output_is_doc(a.output))
+		(void)cli_print_doc(a.output, job);
 	rc = cli_job_exit_status(job, 0);
 done:
 	json_object_put(job);

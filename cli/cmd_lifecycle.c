@@ -13,9 +13,10 @@
 #define TIMEOUT_MAX_S 86400
 
 const char wait_usage[] =
-	"usage: orchardctl wait ID [--timeout S] [-o json]\n"
+	"usage: orchardctl wait ID [--timeout S] [-o FORMAT]\n"
 	"\n"
-	"Wait until a sandbox is ready (default: up to 300 s) and print its id.\n"
+	"Wait until a sandbox is ready (default: up to 300 s) and print its id\n"
+	"(with -o json, yaml or jsonpath=EXPR the sandbox).\n"
 	"Exits 125 with the reason when it failed or did not become ready in time.\n";
 
 const char heartbeat_usage[] =
@@ -30,7 +31,7 @@ enum { OPT_TIMEOUT = CLI_OPT_FIRST_FREE };
 const struct option wait_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 const struct option heartbeat_opts[] = { CLI_COMMON_OPTIONS, { NULL, 0, NULL, 0 } };
@@ -45,8 +46,8 @@ int cmd_wait(struct cli_config *cfg, int argc, char **argv)
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:", wait_opts, NULL)) != -1) {
 		if (opt == 'o') {
-			if (cli_parse_output(&output, optarg) < 0 || output != CLI_OUT_JSON)
-				return cli_usage_error(wait_usage, "wait: -o wants json, not \"%s\"", optarg);
+			if ((rc = cli_output_arg(&output, optarg, "wait", wait_usage, 0)) != 0)
+				return rc;
 		} else if (opt == OPT_TIMEOUT) {
 			if (cli_parse_duration(&timeout_s, optarg, 1, TIMEOUT_MAX_S) < 0)
 				return cli_usage_error(wait_usage, "wait: --timeout wants 1s to 1d, not \"%s\"",
@@ -61,12 +62,13 @@ int cmd_wait(struct cli_config *cfg, int argc, char **argv)
 		return rc;
 	if (cli_sandbox_wait(&sb, cfg, argv[optind], (long)timeout_s, 1) < 0)
 		return CLI_FAIL;
-	if (output == CLI_OUT_JSON)
-		cli_print_json(sb);
+	rc = CLI_OK;
+	if (cli_output_is_doc(output))
+		rc = cli_print_doc(output, sb);
 	else
 		printf("%s\n", argv[optind]);
 	json_object_put(sb);
-	return CLI_OK;
+	return rc;
 }
 
 int cmd_heartbeat(struct cli_config *cfg, int argc, char **argv)

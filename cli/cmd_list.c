@@ -16,7 +16,7 @@
 #define WATCH_S 2
 
 const char ls_usage[] =
-	"usage: orchardctl ls [--status S] [-l K=V]... [-o table|wide|json] [-q]\n"
+	"usage: orchardctl ls [--status S] [-l K=V]... [-o FORMAT] [-q]\n"
 	"                     [--chunk-size N] [-w]\n"
 	"\n"
 	"List your sandboxes, oldest first: ID, IMAGE, STATUS, CPU, MEMORY, AGE\n"
@@ -25,7 +25,9 @@ const char ls_usage[] =
 	"\n"
 	"  --status S          only sandboxes in status S (pending, ready, failed)\n"
 	"  -l, --label K=V     only sandboxes with this label (repeatable: all must match)\n"
-	"  -o FORMAT           table (default), wide, or json ({\"sandboxes\": [...]})\n"
+	"  -o FORMAT           table (default), wide, json, yaml or jsonpath=EXPR; the\n"
+	"                      documents are {\"sandboxes\": [...]}\n"
+	"  --no-headers        no header row\n"
 	"  -q, --quiet         only the ids, one per line\n"
 	"  --chunk-size N      sandboxes per request (default: the server's, 100)\n"
 	"  -w, --watch         then keep watching: every 2 s print the sandboxes that\n"
@@ -38,7 +40,7 @@ const struct option ls_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "status", required_argument, NULL, OPT_STATUS },
 	{ "label", required_argument, NULL, 'l' },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "chunk-size", required_argument, NULL, OPT_CHUNK },
 	{ "watch", no_argument, NULL, 'w' },
@@ -156,28 +158,29 @@ static json_object *changes(json_object *prev, json_object *cur)
 	return out;
 }
 
-static void print_items(json_object *items, enum cli_output output, int quiet, int lines)
+/* 0, or CLI_FAIL when a jsonpath found nothing. */
+static int print_items(json_object *items, enum cli_output output, int quiet, int lines)
 {
 	size_t i, n = json_object_array_length(items);
 	json_object *o;
+	int rc = 0;
 
 	if (quiet) {
 		for (i = 0; i < n; i++)
 			printf("%s\n", cli_field_text(json_object_array_get_idx(items, i), "sandbox_id"));
-	} else if (output == CLI_OUT_JSON && lines) {
+	} else if (cli_output_is_doc(output) && lines) {
 		for (i = 0; i < n; i++)
-			printf("%s\n", json_object_to_json_string_ext(json_object_array_get_idx(items, i),
-								      JSON_C_TO_STRING_PLAIN |
-								      JSON_C_TO_STRING_NOSLASHESCAPE));
-	} else if (output == CLI_OUT_JSON) {
+			rc |= cli_print_doc_line(output, json_object_array_get_idx(items, i));
+	} else if (cli_output_is_doc(output)) {
 		o = json_object_new_object();
 		json_object_object_add(o, "sandboxes", json_object_get(items));
-		cli_print_json(o);
+		rc = cli_print_doc(output, o);
 		json_object_put(o);
 	} else {
 		print_table(items, output == CLI_OUT_WIDE);
 	}
 	fflush(stdout);
+	return rc ? CLI_FAIL : 0;
 }
 
 /* ls -w: list again every WATCH_S and print what changed, until killed. */
@@ -194,7 +197,7 @@ static int watch(const struct cli_config *cfg, const char *base, int64_t chunk, 
 		}
 		diff = changes(prev, cur);
 		if (json_object_array_length(diff))
-			print_items(diff, output, quiet, 1);
+			(void)print_items(diff, output, quiet, 1);
 		json_object_put(diff);
 		json_object_put(prev);
 		prev = cur;
@@ -215,10 +218,8 @@ int cmd_ls(struct cli_config *cfg, int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "o:l:qw", ls_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'o':
-			if (cli_parse_output(&output, optarg) < 0) {
-				rc = cli_usage_error(ls_usage, "ls: -o wants table, wide or json, not \"%s\"", optarg);
+			if ((rc = cli_output_arg(&output, optarg, "ls", ls_usage, 1)) != 0)
 				goto done;
-			}
 			break;
 		case 'q': quiet = 1; break;
 		case 'w': watching = 1; break;
@@ -259,8 +260,8 @@ int cmd_ls(struct cli_config *cfg, int argc, char **argv)
 	rc = CLI_FAIL;
 	if (cli_list_all(&items, cfg, orc_buf_cstr(&base), "sandboxes", (long)chunk, LIST_MAX, NULL) < 0)
 		goto done;
-	print_items(items, output, quiet, watching);
-	rc = watching ? watch(cfg, orc_buf_cstr(&base), chunk, output, quiet, items) : CLI_OK;
+	if ((rc = print_items(items, output, quiet, watching)) == 0 && watching)
+		rc = watch(cfg, orc_buf_cstr(&base), chunk, output, quiet, items);
 done:
 	if (items)
 		json_object_put(items);

@@ -25,7 +25,7 @@ const char patch_usage[] =
 	"the image needs no git.\n";
 
 const char patch_apply_usage[] =
-	"usage: orchardctl patch apply ID [FILE|-] [--check] [--cwd DIR] [-o json]\n"
+	"usage: orchardctl patch apply ID [FILE|-] [--check] [--cwd DIR] [-o FORMAT]\n"
 	"\n"
 	"Apply a git diff or diff -u output (-p1) to the working tree (not the\n"
 	"index). Every hunk is checked first: a patch that does not apply changes\n"
@@ -34,27 +34,28 @@ const char patch_apply_usage[] =
 	"\n"
 	"  --check       only test whether it applies (git apply --check)\n"
 	"  --cwd DIR     the top of the working tree (default /workspace)\n"
-	"  -o json       the server's answer\n";
+	"  -o FORMAT     json, yaml or jsonpath=EXPR: the server's answer\n";
 
 const char patch_diff_usage[] =
-	"usage: orchardctl patch diff ID [--cwd DIR] [-o json]\n"
+	"usage: orchardctl patch diff ID [--cwd DIR] [-o FORMAT]\n"
 	"\n"
 	"Print the working tree's changes against HEAD, untracked files included\n"
 	"(ignored ones not), as a patch that git apply turns a clean checkout of\n"
 	"HEAD into the working tree (the \"model patch\"). Nothing when clean.\n"
 	"\n"
 	"  --cwd DIR     the top of the working tree (default /workspace)\n"
-	"  -o json       the server's answer ({cwd, patch, files})\n";
+	"  -o FORMAT     json, yaml or jsonpath=EXPR: the server's answer\n"
+	"                ({cwd, patch, files})\n";
 
 const char patch_reset_usage[] =
-	"usage: orchardctl patch reset ID [REF] [--cwd DIR] [--remove-ignored] [-o json]\n"
+	"usage: orchardctl patch reset ID [REF] [--cwd DIR] [--remove-ignored] [-o FORMAT]\n"
 	"\n"
 	"git reset --hard REF (default HEAD), then git clean -fd: the working tree\n"
 	"becomes the commit, untracked files are removed. Prints the commit id.\n"
 	"\n"
 	"  --cwd DIR          the top of the working tree (default /workspace)\n"
 	"  --remove-ignored   remove ignored files too (git clean -x)\n"
-	"  -o json            the server's answer\n";
+	"  -o FORMAT          json, yaml or jsonpath=EXPR: the server's answer\n";
 
 enum { OPT_CHECK = CLI_OPT_FIRST_FREE, OPT_CWD, OPT_REMOVE_IGNORED };
 
@@ -62,41 +63,43 @@ const struct option patch_apply_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "cwd", required_argument, NULL, OPT_CWD },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 const struct option patch_diff_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "cwd", required_argument, NULL, OPT_CWD },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 const struct option patch_reset_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "cwd", required_argument, NULL, OPT_CWD },
 	{ "remove-ignored", no_argument, NULL, OPT_REMOVE_IGNORED },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
 struct patch_args {
 	const char *cwd;
-	int check, remove_ignored, json;
+	int check, remove_ignored;
+	enum cli_output output;
 };
 
 /* Options shared by the three; 0, or the exit status of a usage error. */
 static int parse(struct patch_args *a, struct cli_config *cfg, int argc, char **argv,
 		 const struct option *opts, const char *usage, const char *name)
 {
-	int opt;
+	char cmd[32];
+	int opt, rc;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'o':
-			if (strcmp(optarg, "json"))
-				return cli_usage_error(usage, "patch %s: -o wants json, not \"%s\"", name, optarg);
-			a->json = 1;
+			snprintf(cmd, sizeof(cmd), "patch %s", name);
+			if ((rc = cli_output_arg(&a->output, optarg, cmd, usage, 0)) != 0)
+				return rc;
 			break;
 		case OPT_CHECK: a->check = 1; break;
 		case OPT_REMOVE_IGNORED: a->remove_ignored = 1; break;
@@ -195,8 +198,8 @@ int cmd_patch_apply(struct cli_config *cfg, int argc, char **argv)
 	req.path = route;
 	if (cli_call(&res, cfg, &req) < 0)
 		goto done;
-	if (a.json)
-		cli_print_json(res);
+	if (cli_output_is_doc(a.output))
+		(void)cli_print_doc(a.output, res);
 	if (!json_object_object_get_ex(res, "success", &v) || !json_object_get_boolean(v)) {
 		const char *why = cli_field_text(res, "error");
 		if (!strcmp(why, "-"))
@@ -204,7 +207,7 @@ int cmd_patch_apply(struct cli_config *cfg, int argc, char **argv)
 		cli_error("the patch does not apply%s: %s", a.check ? " (checked only)" : "", why);
 		goto done;
 	}
-	if (!a.json)
+	if (!cli_output_is_doc(a.output))
 		print_strings(res, "files");
 	rc = CLI_OK;
 done:
@@ -247,11 +250,11 @@ int cmd_patch_diff(struct cli_config *cfg, int argc, char **argv)
 		cli_error("unexpected answer from GET %s: no \"patch\"", req.path);
 		goto done;
 	}
-	if (a.json)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output))
+		rc = cli_print_doc(a.output, res);
 	else
 		fwrite(json_object_get_string(v), 1, (size_t)json_object_get_string_len(v), stdout);
-	rc = CLI_OK;
 done:
 	if (res)
 		json_object_put(res);
@@ -290,11 +293,11 @@ int cmd_patch_reset(struct cli_config *cfg, int argc, char **argv)
 	rc = CLI_FAIL;
 	if (cli_call(&res, cfg, &req) < 0)
 		goto done;
-	if (a.json)
-		cli_print_json(res);
+	rc = CLI_OK;
+	if (cli_output_is_doc(a.output))
+		rc = cli_print_doc(a.output, res);
 	else
 		printf("%s\n", cli_field_text(res, "head"));
-	rc = CLI_OK;
 done:
 	if (body)
 		json_object_put(body);

@@ -29,7 +29,7 @@
 
 const char replay_usage[] =
 	"usage: orchardctl replay FILE [--image IMAGE] [--compare exact|exit-code|none]\n"
-	"                         [--keep] [--parallel N] [-o json]\n"
+	"                         [--keep] [--parallel N] [-o FORMAT]\n"
 	"\n"
 	"Replay recorded trajectories (from `orchardctl trajectory export`; FILE may\n"
 	"hold several, or be - for stdin): each into a fresh sandbox with the\n"
@@ -46,7 +46,7 @@ const char replay_usage[] =
 	"  --keep              keep the new sandboxes (their ids are reported)\n"
 	"  --parallel N        replay up to N trajectories at once (default 4, max 64)\n"
 	"  --ready-timeout S   wait at most S for each new sandbox (default 5m)\n"
-	"  -o json             print the report as JSON instead of text\n";
+	"  -o FORMAT           the report as json, yaml or jsonpath=EXPR, not text\n";
 
 enum { OPT_IMAGE = CLI_OPT_FIRST_FREE, OPT_COMPARE, OPT_KEEP, OPT_PARALLEL, OPT_READY };
 
@@ -57,7 +57,7 @@ const struct option replay_opts[] = {
 	{ "keep", no_argument, NULL, OPT_KEEP },
 	{ "parallel", required_argument, NULL, OPT_PARALLEL },
 	{ "ready-timeout", required_argument, NULL, OPT_READY },
-	{ "output", required_argument, NULL, 'o' },
+	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -162,14 +162,14 @@ static int64_t int_of(json_object *o, const char *key)
 struct replay_args {
 	struct replay_opts o;
 	long parallel;
-	int json_output;
+	enum cli_output output;
 	const char *file;
 };
 
 static int parse_args(struct replay_args *a, struct cli_config *cfg, int argc, char **argv)
 {
 	int64_t v;
-	int opt;
+	int opt, rc;
 
 	a->parallel = PARALLEL_DEFAULT;
 	a->o.ready_timeout_s = 300;
@@ -200,9 +200,8 @@ static int parse_args(struct replay_args *a, struct cli_config *cfg, int argc, c
 			a->o.ready_timeout_s = (long)v;
 			break;
 		case 'o':
-			if (strcmp(optarg, "json"))
-				return cli_usage_error(replay_usage, "replay: -o wants json, not \"%s\"", optarg);
-			a->json_output = 1;
+			if ((rc = cli_output_arg(&a->output, optarg, "replay", replay_usage, 0)) != 0)
+				return rc;
 			break;
 		default:
 			if (cli_common_option(cfg, opt, optarg) < 0)
@@ -239,7 +238,7 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 	st.opts = &a.o;
 	st.set = &set;
 	st.reports = xcalloc(set.n, sizeof(*st.reports));
-	st.json_output = a.json_output;
+	st.json_output = cli_output_is_doc(a.output);
 	nthreads = set.n < (size_t)a.parallel ? set.n : (size_t)a.parallel;
 	for (i = 0; i < nthreads; i++)
 		if (pthread_create(&threads[i], NULL, worker, &st)) {
@@ -254,14 +253,15 @@ int cmd_replay(struct cli_config *cfg, int argc, char **argv)
 	pthread_mutex_destroy(&st.lock);
 
 	sum = orc_traj_summary(st.reports, set.n, a.o.compare, &all_matched);
-	if (a.json_output) {
+	if (cli_output_is_doc(a.output)) {
 		out = json_object_new_object();
 		json_object_object_add(out, "summary", json_object_get(sum));
 		arr = json_object_new_array();
 		for (i = 0; i < set.n; i++)
 			json_object_array_add(arr, json_object_get(st.reports[i]));
 		json_object_object_add(out, "trajectories", arr);
-		cli_print_json(out);
+		if (cli_print_doc(a.output, out) != 0)
+			all_matched = 0;
 	} else {
 		json_object *steps = json_object_object_get(sum, "steps");
 		printf("summary: %lld trajector%s (compare %s): %lld matched, %lld diverged, %lld failed; "

@@ -12,7 +12,7 @@
 
 const char cli_main_usage[] =
 	"usage: orchardctl [--url URL] [--api-key KEY] [--cacert FILE] [--context NAME]\n"
-	"                  COMMAND [ARGS]\n"
+	"                  [-v|--debug] [--no-headers] COMMAND [ARGS]\n"
 	"\n"
 	"Configuration, first found wins (docs/cli.md):\n"
 	"  --url URL, --api-key KEY, --cacert FILE   flags (also after COMMAND)\n"
@@ -20,10 +20,17 @@ const char cli_main_usage[] =
 	"  $ORCHARD_URL, $ORCHARD_API_KEY, $ORCHARD_CACERT\n"
 	"  the current context of ~/.config/orchard/config ($ORCHARD_CONFIG)\n"
 	"\n"
+	"-v, --debug (also after COMMAND; or $ORCHARD_DEBUG=1): each HTTP request on\n"
+	"stderr with its method, URL, status, request id and timings; never the key.\n"
+	"\n"
 	"Exit status (as docker's): 0 ok; 125 orchardctl's own error (usage, an unknown\n"
 	"sandbox, an API or network error); exec, jobs wait and shell exit with the\n"
 	"command's own status: 126 it could not be run, 127 it was not found, 124 it\n"
-	"timed out, else its exit code. replay exits 1 when a step diverged.\n";
+	"timed out, else its exit code. replay exits 1 when a step diverged.\n"
+	"\n"
+	"Output: every command that prints an object or a list takes -o json, -o yaml\n"
+	"or -o jsonpath=EXPR (.a.b, [N], [*]; e.g. -o jsonpath='{.sandboxes[*].sandbox_id}'),\n"
+	"the listings also -o wide and --no-headers; -o=json works too.\n";
 
 static const struct cli_cmd config_cmds[] = {
 	{ "set-context", cmd_config_set_context, "create or update a context", config_set_context_usage,

@@ -136,7 +136,7 @@ static void bash_script(void)
 	       "    done\n"
 	       "    if [[ -z $cmd ]]; then\n"
 	       "        if [[ $cur == -* ]]; then\n"
-	       "            COMPREPLY=($(compgen -W \"--url --api-key --cacert --context --help --version\" -- \"$cur\"))\n"
+	       "            COMPREPLY=($(compgen -W \"--url --api-key --cacert --context --debug --no-headers --help --version\" -- \"$cur\"))\n"
 	       "        else\n"
 	       "            COMPREPLY=($(compgen -W \"");
 	print_names(cli_commands, " ");
@@ -152,7 +152,7 @@ static void bash_script(void)
 	       "    key=$cmd${sub:+ $sub}\n"
 	       "    case $prev in\n"
 	       "    --cacert) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n"
-	       "    -o|--output) COMPREPLY=($(compgen -W \"table wide json\" -- \"$cur\")); return ;;\n"
+	       "    -o|--output) COMPREPLY=($(compgen -W \"table wide json yaml jsonpath=\" -- \"$cur\")); return ;;\n"
 	       "    --status) COMPREPLY=($(compgen -W \"pending ready failed\" -- \"$cur\")); return ;;\n"
 	       "    --context) COMPREPLY=($(compgen -W \"$(orchardctl config get-contexts -q 2>/dev/null)\" -- \"$cur\")); return ;;\n"
 	       "    esac\n"
@@ -223,7 +223,7 @@ static void zsh_script(void)
 	       "    key=\"$cmd${sub:+ $sub}\"\n"
 	       "    case ${words[CURRENT-1]} in\n"
 	       "    (--cacert) _files; return ;;\n"
-	       "    (-o|--output) compadd table wide json; return ;;\n"
+	       "    (-o|--output) compadd table wide json yaml jsonpath=; return ;;\n"
 	       "    (--status) compadd pending ready failed; return ;;\n"
 	       "    (--context) compadd -- ${(f)\"$(orchardctl config get-contexts -q 2>/dev/null)\"}; return ;;\n"
 	       "    esac\n"

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "err.h"
 #include "log.h"
+#include "transfer.h"
 
 int cli_common_option(struct cli_config *cfg, int opt, const char *arg)
 {
@@ -27,6 +28,8 @@ int cli_common_option(struct cli_config *cfg, int opt, const char *arg)
 	case CLI_OPT_API_KEY: cfg->api_key = arg; return 0;
 	case CLI_OPT_CACERT: cfg->cacert = arg; return 0;
 	case CLI_OPT_CONTEXT: cfg->context = arg; return 0;
+	case CLI_OPT_NO_HEADERS: cli_output_set_no_headers(); return 0;
+	case CLI_OPT_DEBUG: cli_debug_enable(); return 0;
 	default: return ORC_EINVALID;
 	}
 }
@@ -189,6 +192,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		CLI_COMMON_OPTIONS,
+		{ "no-headers", no_argument, NULL, CLI_OPT_NO_HEADERS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -197,10 +201,14 @@ int main(int argc, char **argv)
 	int opt, rc;
 
 	orc_log_init("orchardctl");
-	while ((opt = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+hVv", opts, NULL)) != -1) {
 		if (opt == 'h') {
 			cli_print_main_help(stdout);
 			return CLI_OK;
+		}
+		if (opt == 'v') {
+			cli_debug_enable();
+			continue;
 		}
 		if (opt == 'V') {
 			printf("orchardctl %s\n", CLI_VERSION);

@@ -170,18 +170,49 @@ void cli_format_duration(char *out, size_t outlen, int64_t s)
 
 int cli_parse_output(enum cli_output *out, const char *arg)
 {
+	if (*arg == '=')
+		arg++;
 	if (!strcmp(arg, "json"))
 		*out = CLI_OUT_JSON;
+	else if (!strcmp(arg, "yaml"))
+		*out = CLI_OUT_YAML;
 	else if (!strcmp(arg, "table"))
 		*out = CLI_OUT_TABLE;
 	else if (!strcmp(arg, "wide"))
 		*out = CLI_OUT_WIDE;
-	else
+	else if (!strncmp(arg, "jsonpath=", 9) && cli_jsonpath_check(arg + 9) == 0) {
+		*out = CLI_OUT_JSONPATH;
+		cli_output_set_jsonpath(arg + 9);
+	} else
 		return ORC_EINVALID;
 	return 0;
 }
 
+int cli_output_arg(enum cli_output *out, const char *arg, const char *cmd, const char *usage, int tables)
+{
+	if (cli_parse_output(out, arg) == 0 && (tables || cli_output_is_doc(*out)))
+		return 0;
+	if (!strncmp(arg + (*arg == '='), "jsonpath=", 9))
+		return cli_usage_error(usage, "%s: -o jsonpath= takes .field, .a.b, [N] and [*] "
+				       "(e.g. '{.items[*].name}'), not \"%s\"", cmd, arg + (*arg == '=') + 9);
+	return cli_usage_error(usage, "%s: -o wants %s, not \"%s\"", cmd,
+			       tables ? "table, wide, json, yaml or jsonpath=EXPR" : "json, yaml or jsonpath=EXPR",
+			       arg);
+}
+
 /* ---- tables ---- */
+
+static int no_headers;   /* --no-headers: one flag for the whole process */
+
+void cli_output_set_no_headers(void)
+{
+	no_headers = 1;
+}
+
+int cli_output_headers(void)
+{
+	return !no_headers;
+}
 
 /* A cell without control characters, so a hostile value cannot move the cursor. */
 static char *cell_dup(const char *s)
@@ -219,32 +250,21 @@ void cli_table_add(struct cli_table *t, const char *const *cells)
 	table_push(t, cells);
 }
 
-/* Display width: count UTF-8 lead bytes, not continuation bytes. */
-static size_t text_width(const char *s)
-{
-	size_t w = 0;
-
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xc0) != 0x80)
-			w++;
-	return w;
-}
-
 void cli_table_print(const struct cli_table *t)
 {
-	size_t *width = xcalloc(t->ncols, sizeof(size_t)), r, c, w;
+	size_t *width = xcalloc(t->ncols, sizeof(size_t)), r, c, w, first = no_headers ? 1 : 0;
 	const char *cell;
 
-	for (r = 0; r < t->nrows; r++)
+	for (r = first; r < t->nrows; r++)
 		for (c = 0; c < t->ncols; c++)
-			if ((w = text_width(t->cells[r * t->ncols + c])) > width[c])
+			if ((w = orc_utf8_width(t->cells[r * t->ncols + c])) > width[c])
 				width[c] = w;
-	for (r = 0; r < t->nrows; r++) {
+	for (r = first; r < t->nrows; r++) {
 		for (c = 0; c < t->ncols; c++) {
 			cell = t->cells[r * t->ncols + c];
 			fputs(cell, stdout);
 			if (c + 1 < t->ncols)
-				for (w = text_width(cell); w < width[c] + 3; w++)
+				for (w = orc_utf8_width(cell); w < width[c] + 3; w++)
 					putchar(' ');
 		}
 		putchar('\n');

@@ -25,6 +25,14 @@ size_t cli_on_header(char *data, size_t size, size_t nmemb, void *arg);
 /* The value of header line data (n bytes) when it is name ("x-file-size:"), trimmed. */
 const char *cli_header_value(const char *data, size_t n, const char *name, size_t *len);
 
+/* ---- debug.c: -v, --debug, ORCHARD_DEBUG=1 ---- */
+void cli_debug_enable(void);
+int cli_debug_enabled(void);
+/* After a transfer on curl ended with CURLcode rc: method, URL, status, request id, the masked
+ * key and timings on stderr, when debugging is on. */
+void cli_debug_request(CURL *curl, const struct cli_config *cfg, const char *method, const char *url, int rc,
+		       const char *request_id);
+
 /* ---- progress.c: "NAME  42% [=====>    ] 42.0 MiB / 100.0 MiB  12.3 MiB/s  ETA 5s" ---- */
 struct cli_progress {
 	const char *label;

@@ -125,6 +125,16 @@ int orc_is_dns_label(const char *s)
 	return 1;
 }
 
+size_t orc_utf8_width(const char *s)
+{
+	size_t w = 0;
+
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	return w;
+}
+
 int orc_utf8_valid(const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;

@@ -19,6 +19,8 @@ int orc_parse_memory(int64_t *out_bytes, const char *s);
 int orc_is_dns_label(const char *s);
 /* The bytes are valid UTF-8 (no overlongs, no surrogates). */
 int orc_utf8_valid(const char *s, size_t n);
+/* Columns a UTF-8 string takes in a table: its lead bytes (not continuation bytes). */
+size_t orc_utf8_width(const char *s);
 /* Fill out with n random bytes from getrandom(2); aborts on failure. */
 void orc_random_bytes(void *out, size_t n);
 /* 1 when s[0..n) are all lowercase hex digits. */

@@ -23,6 +23,7 @@ import threading
 import time
 
 import pytest
+import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ORCHARD_TEST_ORCHARDCTL tries another build (e.g. a sanitizer one) against the same tests.
@@ -97,7 +98,8 @@ def test_help_lists_every_command_and_each_has_usage_and_examples(home):
     (["create", "--name", "Not_A_Label"], "is not a DNS label"),
     (["exec", "sb1"], "expected a command after the ID"),
     (["exec", "sb1", "--timeout", "0", "--", "true"], "--timeout wants"),
-    (["ls", "-o", "yaml"], "-o wants table, wide or json"),
+    (["ls", "-o", "xml"], "-o wants table, wide, json, yaml or jsonpath=EXPR"),
+    (["get", "sb1", "-o", "jsonpath=x"], "-o jsonpath= takes"),
     (["ls", "-l", "=x"], "--label wants K=V"),
     (["rm"], "expected at least one ID"),
     (["rm", "-l", "a=b"], "--label selects with --all"),
@@ -119,7 +121,7 @@ def test_help_lists_every_command_and_each_has_usage_and_examples(home):
     (["files", "cat", "sb1"], "at least one PATH"),
     (["files", "mkdir", "-m", "rwx", "sb1", "d"], "--mode wants octal"),
     (["patch", "apply", "sb1", "a.patch", "b.patch"], "at most one FILE"),
-    (["patch", "diff", "sb1", "-o", "yaml"], "-o wants json"),
+    (["patch", "diff", "sb1", "-o", "table"], "-o wants json, yaml or jsonpath=EXPR"),
     (["shell"], "expected a sandbox ID"),
     (["shell", "sb1", "-e", "novalue"], "-e wants K=V"),
     (["keys", "revoke"], "expected at least one KEY"),
@@ -127,11 +129,11 @@ def test_help_lists_every_command_and_each_has_usage_and_examples(home):
     (["tenants", "set", "t1"], "nothing to change"),
     (["tenants", "set", "t1", "--max-cpu", "lots"], 'invalid --max-cpu "lots"'),
 ])
-def test_bad_usage_exits_2_with_a_message_and_usage(home, args, message):
-    # A server that would answer is configured: exit 2 proves nothing was sent.
+def test_bad_usage_exits_125_with_a_message_and_usage(home, args, message):
+    # A server is configured that cannot be reached: no "cannot reach" proves nothing was sent.
     r = ctl(*args, home=home, ORCHARD_URL="http://127.0.0.1:1")
     assert r.returncode == 125, (r.returncode, r.stderr)
-    assert message in r.stderr, r.stderr
+    assert message in r.stderr and "cannot reach" not in r.stderr, r.stderr
     assert "usage: orchardctl" in r.stderr
     assert r.stdout == ""
 
@@ -348,6 +350,102 @@ def fake_api():
 def sandboxes(*ids, cursor=None):
     return {"sandboxes": [{"sandbox_id": i, "image": "host", "status": "ready"} for i in ids],
             "next_cursor": cursor}
+
+
+# Values YAML is easy to get wrong: words it reads as booleans or null,
+# number-like strings, exponents, separators and controls, empty containers.
+TRICKY = {"sandbox_id": "sb1", "status": "ready", "yes": "no", "": "empty key", "a: b": "c #d",
+          "num": 1, "neg": -5, "big": 9007199254740993, "f": 1.5, "e": 1e20, "small": 1e-7,
+          "t": True, "n": None, "s": "line1\nline2\ttab \"q\" \\ back",
+          "u": "\u00e9 \u2028 \u0085 \ufeff \u0001 \x7f \U0001F600", "numstr": "1.0",
+          "date": "2026-01-01T00:00:00Z", "tilde": "~", "star": "*x", "dash": "- x", "emptyo": {},
+          "emptya": [], "nested": {"a": [1, [2, 3], {"b": []}, {"c": {"d": None}}], "z": [[]]},
+          "labels": {"Y": "on", "null": "NULL", "k/v.x": "/path"}}
+
+
+def test_yaml_output_reads_back_as_the_json(home, fake_api):
+    api = fake_api(lambda req, n: (200, {}, TRICKY))
+    j = ctl("get", "sb1", "-o=json", home=home, ORCHARD_URL=api.url)
+    y = ctl("get", "sb1", "-o", "yaml", home=home, ORCHARD_URL=api.url)
+    assert j.returncode == 0 and y.returncode == 0, (j.stderr, y.stderr)
+    assert json.loads(j.stdout) == TRICKY
+    assert yaml.safe_load(y.stdout) == TRICKY, y.stdout
+    assert "\nsandbox_id: sb1\n" in "\n" + y.stdout    # plain where that is safe
+    assert ctl("get", "sb1", "--output=yaml", home=home, ORCHARD_URL=api.url).stdout == y.stdout
+
+
+def test_jsonpath_subset(home, fake_api):
+    api = fake_api(lambda req, n: (200, {}, TRICKY if "/sandboxes/" in req["path"]
+                                   else sandboxes("a1", "b2")))
+
+    def jp(expr, *args):
+        return ctl(*(args or ("get", "sb1")), "-o", "jsonpath=" + expr, home=home, ORCHARD_URL=api.url)
+    assert jp("{.status}").stdout == "ready\n"
+    assert jp(".status").stdout == "ready\n"
+    assert jp(".nested.a[1]").stdout == "[2,3]\n"
+    assert jp(".nested.a[-1].c.d").stdout == "null\n"
+    assert jp(".nested.a[*]").stdout == '1 [2,3] {"b":[]} {"c":{"d":null}}\n'
+    assert jp("{.sandboxes[*].sandbox_id}", "ls").stdout == "a1 b2\n"
+    assert jp(".sandboxes[0].status", "ls").stdout == "ready\n"
+    assert json.loads(jp(".").stdout) == TRICKY
+    r = jp(".nosuch")
+    assert r.returncode == 125 and 'jsonpath ".nosuch": no such field' in r.stderr
+    for bad in ("x", ".a..b", ".a[x]", "..a", "", ".a[1"):
+        r = jp(bad)
+        assert r.returncode == 125 and "-o jsonpath= takes" in r.stderr, (bad, r.stderr)
+    n = len(api.requests)
+    assert ctl("get", "sb1", "-o", "xml", home=home, ORCHARD_URL=api.url).returncode == 125
+    assert len(api.requests) == n                                # a usage error sends nothing
+
+
+def test_wide_and_no_headers(home, fake_api):
+    api = fake_api(lambda req, n: (200, {}, sandboxes("a1", "b2")))
+    plain = ctl("ls", home=home, ORCHARD_URL=api.url).stdout.splitlines()
+    wide = ctl("ls", "-o", "wide", home=home, ORCHARD_URL=api.url).stdout.splitlines()
+    bare = ctl("ls", "--no-headers", home=home, ORCHARD_URL=api.url).stdout.splitlines()
+    assert plain[0].split()[:3] == ["ID", "IMAGE", "STATUS"] and "LABELS" in wide[0]
+    assert [l.split() for l in bare] == [l.split() for l in plain[1:]] and bare[0].startswith("a1 ")
+    bare_wide = ctl("ls", "-o", "wide", "--no-headers", home=home, ORCHARD_URL=api.url).stdout.splitlines()
+    assert [l.split() for l in bare_wide] == [l.split() for l in wide[1:]]
+    assert ctl("--no-headers", "ls", home=home, ORCHARD_URL=api.url).stdout.splitlines() == bare
+
+
+@pytest.mark.parametrize("args", [["ls"], ["get", "sb1"], ["wait", "sb1"], ["create"], ["jobs", "ls", "sb1"],
+                                  ["jobs", "get", "j1"], ["files", "ls", "sb1"], ["keys", "ls"],
+                                  ["tenants", "ls"], ["stats"], ["checkpoint", "ls"],
+                                  ["patch", "diff", "sb1"]])
+def test_every_command_that_shows_objects_takes_every_document_format(home, fake_api, args):
+    """-o json, -o=json, -o yaml and -o jsonpath are accepted (no usage error) by each."""
+    def respond(req, n):
+        return 200, {}, {"sandbox_id": "sb1", "status": "ready", "job_id": "j1", "sandboxes": [],
+                         "jobs": [], "files": [], "keys": [], "tenants": [], "checkpoints": [],
+                         "patch": "", "items": [], "next_cursor": None}
+    api = fake_api(respond)
+    docs = []
+    for fmt in ("json", "=json", "yaml", "jsonpath={.status}"):
+        r = ctl(*args, "-o", fmt, home=home, ORCHARD_URL=api.url)
+        assert r.returncode in (0, 125) and "-o wants" not in r.stderr, (args, fmt, r.stderr)
+        if fmt != "jsonpath={.status}" and r.returncode == 0:
+            docs.append(yaml.safe_load(r.stdout))
+    assert docs and all(d == docs[0] for d in docs), (args, docs)
+
+
+def test_debug_shows_requests_but_never_the_key(home, fake_api):
+    api = fake_api(lambda req, n: (200, {"X-Request-ID": "rid-42"}, sandboxes("a1")))
+    line = re.compile(r"^orchardctl: debug: GET %s/v1/sandboxes -> 200 \(request rid-42, "
+                      r"key orch_0123456789ab_\*\*\*\*; \d+ ms: connect \d+, tls -?\d+, first byte \d+\)$"
+                      % re.escape(api.url), re.M)
+    for args, env in ((["-v", "ls"], {}), (["--debug", "ls"], {}), (["ls", "--debug"], {}),
+                      (["ls"], {"ORCHARD_DEBUG": "1"})):
+        r = ctl(*args, home=home, ORCHARD_URL=api.url, ORCHARD_API_KEY=KEY, **env)
+        assert r.returncode == 0 and line.search(r.stderr), (args, r.stderr)
+        assert KEY not in r.stderr and KEY[18:] not in r.stderr and r.stdout.startswith("ID"), r.stderr
+    r = ctl("ls", home=home, ORCHARD_URL=api.url, ORCHARD_API_KEY=KEY, ORCHARD_DEBUG="0")
+    assert r.returncode == 0 and r.stderr == ""
+    r = ctl("-v", "ls", home=home, ORCHARD_URL=api.url, ORCHARD_API_KEY="not-shaped-like-ours-s3cret")
+    assert "key ****;" in r.stderr and "s3cret" not in r.stderr, r.stderr
+    r = ctl("-v", "ls", home=home, ORCHARD_URL="http://127.0.0.1:1", ORCHARD_API_KEY=KEY)
+    assert r.returncode == 125 and "debug: GET http://127.0.0.1:1/v1/sandboxes -> failed: " in r.stderr
 
 
 def test_503_with_retry_after_is_retried_then_succeeds(home, fake_api):
@@ -663,6 +761,39 @@ def test_detach_then_jobs_wait_logs_get(stack, sandbox, home):
     assert sctl(stack, home, "jobs", "wait", slow).returncode == 0
     r = sctl(stack, home, "jobs", "get", "00000000-0000-4000-8000-000000000000")
     assert r.returncode == 125 and "not found (HTTP 404" in r.stderr
+
+
+def test_output_formats_on_the_real_stack(stack, sandbox, home):
+    r = sctl(stack, home, "exec", "-d", sandbox, "--", "printf", 'yes: no\\n- 1.0\\t"x"')
+    job = r.stdout.strip()
+    assert sctl(stack, home, "jobs", "wait", job).returncode == 0
+    j = json.loads(sctl(stack, home, "jobs", "get", job, "-o", "json").stdout)
+    assert j["stdout"] == 'yes: no\n- 1.0\t"x"'
+    assert yaml.safe_load(sctl(stack, home, "jobs", "get", job, "-o", "yaml").stdout) == j
+    r = sctl(stack, home, "jobs", "get", job, "-o", "jsonpath={.exit_code}")
+    assert (r.returncode, r.stdout) == (0, "0\n"), r.stderr
+    r = sctl(stack, home, "jobs", "ls", sandbox, "-o", "jsonpath={.jobs[*].job_id}")
+    assert job in r.stdout.split(), r.stdout
+    assert not any(l.startswith("JOB") for l in sctl(stack, home, "jobs", "ls", sandbox,
+                                                     "--no-headers").stdout.splitlines())
+    r = sctl(stack, home, "ls", "-o", "jsonpath={.sandboxes[*].sandbox_id}")
+    assert sandbox in r.stdout.split(), r.stdout
+    keys = sctl(stack, home, "keys", "ls", "-o", "yaml")
+    assert keys.returncode == 0 and isinstance(yaml.safe_load(keys.stdout)["keys"], list), keys.stderr
+
+
+def test_debug_on_the_real_stack_never_shows_the_key(stack, sandbox, home, tmp_path):
+    key = stack.admin_key
+    src = tmp_path / "f.txt"
+    src.write_text("hi")
+    for args in (["exec", sandbox, "--", "echo", "hi"], ["get", sandbox], ["cp", str(src), sandbox + ":/tmp/f"],
+                 ["files", "cat", sandbox, "/tmp/f"], ["keys", "ls"]):
+        r = sctl(stack, home, "--debug", *args)
+        assert r.returncode == 0, (args, r.stderr)
+        assert "orchardctl: debug: " in r.stderr and stack.url in r.stderr, (args, r.stderr)
+        assert re.search(r"-> 2\d\d \(request [0-9a-f]+", r.stderr), (args, r.stderr)
+        assert key not in r.stderr and key not in r.stdout, args
+        assert key.split("_")[-1] not in r.stderr, args
 
 
 def test_jobs_ls_and_cancel(stack, admin, sandbox, home):

@@ -474,7 +474,7 @@ def test_orchardctl_stats(stack, scenario, admin):
 
 
 def test_orchardctl_stats_usage_errors(stack):
-    for args, msg in ((["stats", "-o", "wide"], "-o wants table or json"),
+    for args, msg in ((["stats", "-o", "xml"], "-o wants table, wide, json, yaml or jsonpath=EXPR"),
                       (["stats", "--tenant", "Not_A_Name"], "--tenant wants a tenant name"),
                       (["stats", "extra"], 'unexpected argument "extra"')):
         r = stack.orchardctl(*args)
