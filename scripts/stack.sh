@@ -55,7 +55,16 @@ STATE=$VAR/sandboxes
 API_SOCKET=$RUN/api.sock
 # nginx's auth subrequests have their own socket (orchard-api's default name).
 API_AUTH_SOCKET=$API_SOCKET.auth
-DB_URL="host=$RUN user=orchard dbname=orchard"
+# PostgreSQL on 127.0.0.1 for Grafana's read-only role (docs/observability.md,
+# "How Grafana reaches the local stack's PostgreSQL"): off unless asked for,
+# remembered like the port ("" turns it off again). PostgreSQL has one port
+# for TCP and its socket's name, so the socket follows it (PGPORT for our
+# psql calls, port= in the conninfo).
+PG_TCP=${ORCHARD_PG_TCP_PORT-$(cat "$VAR/pg-tcp-port" 2>/dev/null || true)}
+[[ -z $PG_TCP || ( $PG_TCP =~ ^[0-9]{1,5}$ && $PG_TCP -ge 1024 && $PG_TCP -le 65535 ) ]] ||
+	die "ORCHARD_PG_TCP_PORT \"$PG_TCP\" must be a port number in 1024..65535"
+export PGPORT=${PG_TCP:-5432}
+DB_URL="host=$RUN user=orchard dbname=orchard${PG_TCP:+ port=$PG_TCP}"
 
 ROOT=0
 [ "$(id -u)" -eq 0 ] && ROOT=1
@@ -220,13 +229,29 @@ pg_init() {
 	EOF
 }
 
+# TCP connections: only the role grafana, with its password, to the
+# orchard database; every other one is refused. (initdb's --auth=trust lines
+# come after these, and hold for the socket alone.) Kept at the top of
+# pg_hba.conf whether or not TCP is on, between markers.
+pg_hba_tcp() {
+	local hba=$PGDATA/pg_hba.conf
+	as_pg sed -i '/^# orchard tcp begin$/,/^# orchard tcp end$/d' "$hba"
+	as_pg sed -i '1i # orchard tcp begin\
+host    orchard    grafana    127.0.0.1/32    scram-sha-256\
+host    all        all        0.0.0.0/0       reject\
+host    all        all        ::/0            reject\
+# orchard tcp end' "$hba"
+}
+
 pg_start() {
 	if as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
 		say "postgres already running"
 	else
 		say "starting postgres"
+		pg_hba_tcp
 		as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$LOG/postgres.log" -w -t 60 \
-			-o "-c unix_socket_directories=$RUN" start >/dev/null ||
+			-o "-c unix_socket_directories=$RUN -c port=$PGPORT -c listen_addresses=${PG_TCP:+127.0.0.1}" \
+			start >/dev/null ||
 			die "PostgreSQL did not start; see $LOG/postgres.log"
 	fi
 	head -n1 "$PGDATA/postmaster.pid" >"$RUN/postgres.pid"
@@ -280,6 +305,36 @@ db_setup() {
 	(umask 077 && printf '%s\n' "$key" >"$VAR/admin.key.tmp")
 	mv "$VAR/admin.key.tmp" "$VAR/admin.key"
 	say "created tenant \"default\" and an admin key ($VAR/admin.key)"
+}
+
+# With ORCHARD_PG_TCP_PORT: the read-only role Grafana logs in as over TCP.
+# It may read the dash_* views (which run with their owner's rights) and
+# nothing else; its password is in var/grafana-db-password (0600). The SQL
+# goes through stdin, so the password is on no command line.
+grafana_role() {
+	[ -n "$PG_TCP" ] || return 0
+	if [ ! -s "$VAR/grafana-db-password" ]; then
+		(umask 077 && openssl rand -hex 24 >"$VAR/grafana-db-password.tmp")
+		mv "$VAR/grafana-db-password.tmp" "$VAR/grafana-db-password"
+	fi
+	"$PGBIN/psql" -h "$RUN" -U orchard -d orchard -XAtqv ON_ERROR_STOP=1 >/dev/null <<-EOF ||
+		DO \$\$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'grafana') THEN
+				CREATE ROLE grafana;
+			END IF;
+		END \$\$;
+		ALTER ROLE grafana LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS
+			PASSWORD '$(tr -dc 0-9a-f <"$VAR/grafana-db-password")';
+		GRANT CONNECT ON DATABASE orchard TO grafana;
+		GRANT USAGE ON SCHEMA public TO grafana;
+		DO \$\$ DECLARE v record; BEGIN
+			FOR v IN SELECT viewname FROM pg_views
+				WHERE schemaname = 'public' AND viewname LIKE 'dash\\_%' LOOP
+				EXECUTE format('GRANT SELECT ON %I TO grafana', v.viewname);
+			END LOOP;
+		END \$\$;
+	EOF
+		die "creating the grafana role failed"
 }
 
 # ---- TLS ----------------------------------------------------------------
@@ -521,10 +576,13 @@ write_env() {
 	# from a shell that sourced this file).
 	[ -z "$CTL_METRICS" ] ||
 		echo "export ORCHARD_CONTROLLER_METRICS_URL=http://$CTL_METRICS/metrics" >>"$VAR/env.tmp"
+	[ -z "$PG_TCP" ] ||
+		echo "export ORCHARD_GRAFANA_DATABASE_URL='host=127.0.0.1 port=$PG_TCP dbname=orchard user=grafana sslmode=disable'" >>"$VAR/env.tmp"
 	)
 	mv "$VAR/env.tmp" "$VAR/env"
 	echo "$PORT" >"$VAR/port"
 	echo "$CTL_METRICS" >"$VAR/controller-metrics"
+	echo "$PG_TCP" >"$VAR/pg-tcp-port"
 }
 
 what_now() {
@@ -577,6 +635,7 @@ cmd_up() {
 	pg_init
 	pg_start
 	db_setup
+	grafana_role
 	tls_setup
 	api_start
 	controller_start
