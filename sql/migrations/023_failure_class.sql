@@ -39,16 +39,19 @@ UPDATE sandboxes SET failure = CASE WHEN ready_at IS NOT NULL THEN 'sandbox_lost
     WHERE state = 'failed';
 
 -- A sandbox that becomes 'failed' says why: it was lost after it was
--- ready, it never started otherwise (a launch or driver failure). A writer
+-- ready, it never started otherwise (a launch or driver failure, an image
+-- that is not there; also a row the api writes failed at once). A writer
 -- that knows better sets failure itself.
 CREATE FUNCTION orchard_sandbox_failure() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.state = 'failed' AND OLD.state IS DISTINCT FROM 'failed' AND NEW.failure IS NULL THEN
-        NEW.failure := CASE WHEN OLD.state = 'ready' THEN 'sandbox_lost' ELSE 'infra_error' END;
+    IF NEW.state = 'failed' AND NEW.failure IS NULL
+       AND (TG_OP = 'INSERT' OR OLD.state IS DISTINCT FROM 'failed') THEN
+        NEW.failure := CASE WHEN TG_OP = 'UPDATE' AND OLD.state = 'ready' THEN 'sandbox_lost'
+                            ELSE 'infra_error' END;
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER sandboxes_failure BEFORE UPDATE OF state ON sandboxes
+CREATE TRIGGER sandboxes_failure BEFORE INSERT OR UPDATE OF state ON sandboxes
     FOR EACH ROW EXECUTE FUNCTION orchard_sandbox_failure();
 
 -- The jobs it takes along: open ones are marked now (the api keeps the
@@ -190,10 +193,11 @@ SELECT json_build_object(
           AND l.tenant_id IS NOT DISTINCT FROM p_tenant_id), '[]'),
     'failure_reasons', coalesce((
         SELECT json_agg(json_build_object(
-                   'source', f.source, 'tenant', f.tenant, 'reason', f.reason, 'failure', f.failure,
+                   'source', f.source, 'tenant', f.tenant, 'reason', f.reason,
                    'last_24h', f.last_24h, 'total', f.total,
                    'last_failed_at', to_char(f.last_failed_at AT TIME ZONE 'UTC',
-                                             'YYYY-MM-DD"T"HH24:MI:SS"Z"'))
+                                             'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                   'failure', f.failure)
                ORDER BY f.last_24h DESC, f.total DESC, f.tenant, f.source, f.reason)
         FROM dash_failure_reasons f
         WHERE p_tenant_id IS NULL OR f.tenant_id = p_tenant_id), '[]'),

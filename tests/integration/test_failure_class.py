@@ -260,6 +260,19 @@ def test_trajectory_and_dashboards_carry_the_class(fstack, fs, box):
     assert any(x.get("failure") == "timeout" for x in reasons), reasons
 
 
+def test_sandbox_that_never_started_is_infra_error(fstack):
+    """A row that fails before it was ever ready (here written failed at
+    once, as the api does for a sandbox it cannot launch) is an
+    infrastructure failure."""
+    tenant = fstack.scalar("SELECT id FROM tenants WHERE name = 'default'")
+    fstack.psql("INSERT INTO sandboxes (id, tenant_id, image, state, state_message, cpu, memory,"
+                " cpu_millis, memory_bytes, agent_token) VALUES ('fc0infra', %s, 'host', 'failed',"
+                " 'launch failed', '1', '1Gi', 1000, 1073741824, 'x')" % tenant)
+    assert fstack.scalar("SELECT failure FROM sandboxes WHERE id = 'fc0infra'") == "infra_error"
+    assert fstack.psql("SELECT source, failure FROM dash_failures WHERE sandbox_id = 'fc0infra'") \
+        == [["sandbox", "infra_error"]]
+
+
 def test_bad_class_is_refused_by_the_database(fstack):
     with pytest.raises(RuntimeError):
         fstack.psql("UPDATE jobs SET failure = 'bogus'")
