@@ -122,6 +122,8 @@ struct api_req {
 	void *owned_mem[API_MAX_OWNED];
 	int nmem;
 	char *path_copy;
+	/* Header lines ("Name: value\r\n") every answer to it carries. */
+	struct orc_buf headers;
 };
 
 /* Read params, query and body; a failure has already been replied. */
@@ -147,6 +149,10 @@ int api_req_client_gone(struct api_req *r);
 json_object *api_own_json(struct api_req *r, json_object *o);
 PGresult *api_own_pg(struct api_req *r, PGresult *res);
 void *api_own_mem(struct api_req *r, void *p);
+/* Add a header line to whatever answer the request gets (printf-style
+ * value; the caller bounds it). */
+void api_req_add_header(struct api_req *r, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Write a complete response (status line, headers, body). */
 void api_req_write(struct api_req *r, int status, const char *extra_headers,
 		   const char *body, size_t len);
@@ -186,15 +192,32 @@ struct api_job_stream {
 	json_object *exit;            /* the "exit" line, once read */
 	char error[512];              /* an "error" line or a malformed stream */
 	int client_gone;
+	const char *job_id;           /* kept output is stored as it comes */
 };
 
-void api_job_stream_init(struct api_job_stream *s, const struct api_job_sink *sink, size_t cap);
+void api_job_stream_init(struct api_job_stream *s, const struct api_job_sink *sink, size_t cap,
+			 const char *job_id);
 /* orc_agent_sink_fn: feed a piece of the answer. */
 int api_job_stream_feed(void *arg, const char *data, size_t n);
 /* After the call: the exit line with "stdout"/"stderr" (the bytes) added,
  * owned by the caller; NULL (and s->error says why) when none came. */
 json_object *api_job_stream_result(struct api_job_stream *s);
 void api_job_stream_release(struct api_job_stream *s);
+
+/* job_output.c: a running job's output, readable from any offset. Append
+ * n bytes of stream ("stdout"/"stderr") at off and wake readers. */
+void api_job_output_append(const char *job_id, const char *stream, size_t off,
+			   const char *data, size_t n);
+int api_job_stream_get(struct api_req *r);          /* GET /jobs/{id}/stream */
+
+/* ---- idempotency.c: Idempotency-Key bound to its first body ------------ */
+
+/* Bind key (in scope: "sandbox", "exec", "fork") to the request's body,
+ * or check it is bound to this body: 0, or < 0 with the 422 (another
+ * body) or the error replied. db: a connection held, or NULL. */
+int api_idempotency_bind(struct api_req *r, PGconn *db, const char *scope, const char *key);
+/* Mark the answer as the replay of an earlier one (Idempotent-Replayed). */
+void api_idempotency_replayed(struct api_req *r);
 
 /* ---- router.c ---------------------------------------------------------- */
 
@@ -280,7 +303,9 @@ void api_auth_flush_touches(PGconn *c);
 
 /* ---- notify.c: LISTEN/NOTIFY and bounded waits ------------------------ */
 
-enum api_channel { API_CHAN_SANDBOX, API_CHAN_JOB, API_CHAN_CHECKPOINT, API_CHAN_COUNT };
+/* API_CHAN_JOB_OUTPUT: a piece of a job's output came, or the job changed. */
+enum api_channel { API_CHAN_SANDBOX, API_CHAN_JOB, API_CHAN_CHECKPOINT, API_CHAN_JOB_OUTPUT,
+		   API_CHAN_COUNT };
 
 /*
  * A waiter snapshots the generation of its (channel, id) bucket before it

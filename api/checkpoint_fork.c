@@ -275,9 +275,12 @@ static int replayed(struct api_req *r, const struct fork_req *f)
 	PGresult *res = NULL;
 	const char *ckpt;
 
+	if (f->batch_key && api_idempotency_bind(r, NULL, "fork", f->idempotency_key) < 0)
+		return 1;   /* another body (422), replied */
 	if (!f->batch_key || find_batch(&res, r, f->batch_key) < 0)
 		return 0;
 	api_own_pg(r, res);
+	api_idempotency_replayed(r);
 	ckpt = PQgetvalue(res, 0, PQfnumber(res, "forked_from"));
 	reply_forks(r, ckpt ? ckpt : "", res);
 	return 1;

@@ -330,6 +330,7 @@ static int replay(struct api_req *r, const struct exec_req *x, PGconn **db)
 	if (strcmp(PQgetvalue(res, 0, 1), r->id))
 		return api_reply_error(r, ORC_ECONFLICT, "Idempotency-Key was already used for a job "
 				       "in another sandbox");
+	api_idempotency_replayed(r);
 	if (!x->wait)
 		return reply_queued(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, API_JOB_COL_STATUS));
 	if ((err = api_job_wait_until(&done, r->tenant_id, PQgetvalue(res, 0, 0),
@@ -439,6 +440,8 @@ int api_exec_post(struct api_req *r)
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	if (x.idempotency_key) {
+		if ((err = api_idempotency_bind(r, db, "exec", x.idempotency_key)) < 0)
+			goto done;
 		err = replay(r, &x, &db);
 		if (r->replied || err != ORC_ENOTFOUND)
 			goto replayed;

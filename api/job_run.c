@@ -20,9 +20,6 @@
 #include "strutil.h"
 #include "xalloc.h"
 
-/* The agent's answer holds both streams JSON-escaped: at most 6 bytes
- * (\u00XX) for each byte kept, plus the other fields. */
-#define RESPONSE_MAX(cap) (12 * (size_t)(cap) + (1u << 20))
 #define AGENT_SLACK_S 10
 /* A result that meets an unavailable database (a restart, a failover) is
  * retried this long: given up, the row would stay running behind this live
@@ -102,7 +99,9 @@ static int store(PGresult **out, const char *job_id, const struct job_outcome *o
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, request_id)"
 		" SELECT j.sandbox_id, j.tenant_id, j.id, 'exec.finish', $13::jsonb, $14 FROM j),"
 		" s AS (UPDATE sandboxes SET last_activity_at = now()"
-		" WHERE id = (SELECT sandbox_id FROM j))"
+		" WHERE id = (SELECT sandbox_id FROM j)),"
+		/* the output is in the row now (job_output.c) */
+		" d AS (DELETE FROM job_output WHERE job_id = (SELECT id FROM j))"
 		" SELECT %s FROM j", api_job_cols);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		goto done;
@@ -215,7 +214,7 @@ static size_t output_cap(PGresult *job)
 	return (size_t)cap;
 }
 
-static char *agent_body(PGresult *job, const char *job_id, int64_t timeout, int stream)
+static char *agent_body(PGresult *job, const char *job_id, int64_t timeout)
 {
 	json_object *o = json_object_new_object();
 	unsigned char *in = NULL;
@@ -249,8 +248,7 @@ static char *agent_body(PGresult *job, const char *job_id, int64_t timeout, int 
 			       json_object_new_boolean(PQgetvalue(job, 0, API_CLAIM_LOGIN_SHELL)[0] == 't'));
 	json_object_object_add(o, "timeout_seconds", json_object_new_int64(timeout));
 	json_object_object_add(o, "max_output_bytes", json_object_new_int64((int64_t)output_cap(job)));
-	if (stream)
-		json_object_object_add(o, "stream", json_object_new_boolean(1));
+	json_object_object_add(o, "stream", json_object_new_boolean(1));
 	if (!PQgetisnull(job, 0, API_CLAIM_STDIN) &&
 	    (in = PQunescapeBytea((const unsigned char *)PQgetvalue(job, 0, API_CLAIM_STDIN), &in_len))) {
 		json_object_object_add(o, "stdin", json_object_new_string_len((const char *)in, (int)in_len));
@@ -326,49 +324,20 @@ static void outcome_from_agent(struct job_outcome *o, json_object *resp, int64_t
 				     field_bool(resp, "oom_killed"), field_bool(resp, "pids_limited"));
 }
 
-/* The agent's answer to a plain /exec: the result object in *resp. */
-static void call_plain(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
-		       int64_t timeout, size_t cap)
-{
-	struct orc_buf body = ORC_BUF_INIT;
-	long status = 0;
-	int err;
-
-	orc_buf_init(&body, RESPONSE_MAX(cap));
-	err = orc_agent_call(&body, &status, req);
-	o->broken = err < 0 && err != ORC_ETOOBIG;
-	o->failure = "agent_error";
-	if (err == ORC_EUNAVAIL) {
-		snprintf(o->error, sizeof(o->error), "agent unreachable: cannot connect to the sandbox's agent");
-	} else if (err == ORC_ETIMEOUT) {
-		snprintf(o->error, sizeof(o->error), "agent did not answer within %llds",
-			 (long long)(timeout + AGENT_SLACK_S));
-	} else if (err == ORC_ETOOBIG) {
-		snprintf(o->error, sizeof(o->error), "agent response is larger than %zu bytes", RESPONSE_MAX(cap));
-	} else if (err < 0) {
-		snprintf(o->error, sizeof(o->error), "agent call failed");
-	} else if (orc_json_parse_object(resp, body.ptr ? body.ptr : "", body.len, NULL, 0) < 0) {
-		snprintf(o->error, sizeof(o->error), "agent sent an invalid response (HTTP %ld)", status);
-	} else if (status != 200) {
-		json_object *m = NULL;
-		json_object_object_get_ex(*resp, "error", &m);
-		snprintf(o->error, sizeof(o->error), "agent error (HTTP %ld): %.300s", status,
-			 m && json_object_is_type(m, json_type_string) ? json_object_get_string(m) : "");
-	} else {
-		outcome_from_agent(o, *resp, timeout);
-	}
-	orc_buf_release(&body);
-}
-
-/* The same with "stream": true, output lines passed to sink as they come. */
+/*
+ * The agent's answer to /exec with "stream": true: output lines passed to
+ * sink (if any) as they come and stored for attached readers
+ * (job_output.c), the exit line the result. Every job is run this way, so
+ * that any job can be followed while it runs.
+ */
 static void call_stream(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
-			int64_t timeout, size_t cap, const struct api_job_sink *sink)
+			int64_t timeout, size_t cap, const struct api_job_sink *sink, const char *job_id)
 {
 	struct api_job_stream js;
 	long status = 0;
 	int err;
 
-	api_job_stream_init(&js, sink, cap);
+	api_job_stream_init(&js, sink, cap, job_id);
 	err = orc_agent_stream(&status, req, api_job_stream_feed, &js);
 	*resp = api_job_stream_result(&js);
 	o->broken = err < 0;
@@ -406,7 +375,7 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 	o.status = "failed";
 	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, API_CLAIM_TIMEOUT), 1, 86400) < 0)
 		timeout = 300;
-	body = agent_body(job, job_id, timeout, sink != NULL);
+	body = agent_body(job, job_id, timeout);
 	memset(&req, 0, sizeof(req));
 	req.address = PQgetvalue(job, 0, API_CLAIM_ADDRESS);
 	req.token = PQgetvalue(job, 0, API_CLAIM_TOKEN);
@@ -417,10 +386,7 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 	req.timeout_ms = (timeout + AGENT_SLACK_S) * 1000;
 	req.request_id = request_id;
 	t0 = orc_mono_ms();
-	if (sink)
-		call_stream(&o, &resp, &req, timeout, output_cap(job), sink);
-	else
-		call_plain(&o, &resp, &req, timeout, output_cap(job));
+	call_stream(&o, &resp, &req, timeout, output_cap(job), sink, job_id);
 	if (o.broken)
 		o.failure = api_job_lost_or_agent(job_id);
 	api_metrics_exec(o.status, orc_mono_ms() - t0);

@@ -1,7 +1,8 @@
 /*
  * Reading an agent's streaming exec answer (docs/agent-protocol.md,
  * "Streaming exec"): NDJSON lines {"type":"stdout"|"stderr","data":b64},
- * then {"type":"exit",...} or {"type":"error",...}. Each output line goes
+ * then {"type":"exit",...} or {"type":"error",...}; or the one result
+ * object of an agent that does not stream. Each output line goes
  * on to the sink (the client) as it is, and its bytes are kept, up to the
  * cap, for the job row; the exit line becomes the job's result. A non-200
  * answer is one JSON object {"error": "..."}, read the same way.
@@ -14,29 +15,59 @@
 #include "err.h"
 #include "json.h"
 
-/* An output line holds at most 64 KiB of data, base64'd, plus its frame. */
-#define LINE_MAX_BYTES (128u << 10)
+/* An output line holds at most 64 KiB of data, base64'd, plus its frame;
+ * the answer of an agent that does not stream holds both streams
+ * JSON-escaped: at most 6 bytes (\u00XX) for each byte kept. */
+#define LINE_MAX_BYTES(cap) (12 * (size_t)(cap) + (1u << 20))
 
-void api_job_stream_init(struct api_job_stream *s, const struct api_job_sink *sink, size_t cap)
+void api_job_stream_init(struct api_job_stream *s, const struct api_job_sink *sink, size_t cap,
+			 const char *job_id)
 {
 	memset(s, 0, sizeof(*s));
 	s->sink = sink;
 	s->cap = cap;
-	orc_buf_init(&s->line, LINE_MAX_BYTES);
+	s->job_id = job_id;
+	orc_buf_init(&s->line, LINE_MAX_BYTES(cap));
 }
 
-static void keep_output(struct api_job_stream *s, struct orc_buf *to, const char *b64, size_t n)
+/* Keep bytes of stream, up to the cap, and store them for attached
+ * readers (job_output.c). */
+static void keep_bytes(struct api_job_stream *s, const char *stream, const char *bytes, size_t n)
+{
+	struct orc_buf *to = stream[3] == 'o' ? &s->out : &s->err;
+	size_t room, off = to->len;
+
+	if (to->len >= s->cap || !n)
+		return;
+	room = s->cap - to->len;
+	orc_buf_add(to, bytes, n < room ? n : room);
+	if (s->job_id)
+		api_job_output_append(s->job_id, stream, off, to->ptr + off, to->len - off);
+}
+
+static void keep_output(struct api_job_stream *s, const char *stream, const char *b64, size_t n)
 {
 	struct orc_buf bytes = ORC_BUF_INIT;
-	size_t room;
 
-	if (orc_base64_decode(&bytes, b64, n) < 0) {
+	if (orc_base64_decode(&bytes, b64, n) < 0)
 		snprintf(s->error, sizeof(s->error), "the agent sent output that is not base64");
-	} else if (to->len < s->cap) {
-		room = s->cap - to->len;
-		orc_buf_add(to, bytes.ptr, bytes.len < room ? bytes.len : room);
-	}
+	else
+		keep_bytes(s, stream, bytes.ptr, bytes.len);
 	orc_buf_release(&bytes);
+}
+
+/* An agent that does not stream answers the result at once, its output
+ * as JSON strings (docs/agent-protocol.md, "exec"). */
+static void take_plain(struct api_job_stream *s, json_object *o)
+{
+	static const char *const streams[] = { "stdout", "stderr" };
+	json_object *v;
+	size_t i;
+
+	for (i = 0; i < 2; i++)
+		if (json_object_object_get_ex(o, streams[i], &v) && json_object_is_type(v, json_type_string))
+			keep_bytes(s, streams[i], json_object_get_string(v), (size_t)json_object_get_string_len(v));
+	s->exit = json_object_get(o);
 }
 
 static void take_line(struct api_job_stream *s, const char *text, size_t n)
@@ -54,12 +85,14 @@ static void take_line(struct api_job_stream *s, const char *text, size_t n)
 		type = json_object_get_string(v);
 	if (type && (!strcmp(type, "stdout") || !strcmp(type, "stderr"))) {
 		if (json_object_object_get_ex(o, "data", &v) && json_object_is_type(v, json_type_string))
-			keep_output(s, type[3] == 'o' ? &s->out : &s->err, json_object_get_string(v),
+			keep_output(s, type, json_object_get_string(v),
 				    (size_t)json_object_get_string_len(v));
 		if (!s->client_gone && s->sink && s->sink->line(s->sink->arg, text, n) < 0)
 			s->client_gone = 1;   /* the job still runs to its end and is stored */
 	} else if (type && !strcmp(type, "exit") && !s->exit) {
 		s->exit = json_object_get(o);
+	} else if (!type && !s->exit && json_object_object_get_ex(o, "exit_code", NULL)) {
+		take_plain(s, o);
 	} else if (!type || !strcmp(type, "error")) {
 		/* {"type":"error","error":...} or a refusal {"error": ...} */
 		if (json_object_object_get_ex(o, "error", &v) && json_object_is_type(v, json_type_string))
@@ -90,7 +123,7 @@ int api_job_stream_feed(void *arg, const char *data, size_t n)
 	}
 	return 0;
 toolong:
-	snprintf(s->error, sizeof(s->error), "the agent sent a stream line over %u bytes", LINE_MAX_BYTES);
+	snprintf(s->error, sizeof(s->error), "the agent sent a stream line over %zu bytes", LINE_MAX_BYTES(s->cap));
 	return ORC_ETOOBIG;
 }
 

@@ -45,6 +45,7 @@ static struct {
 
 static const char *const channels[] = {
 	"orchard_sandbox", "orchard_job", "orchard_key", "orchard_lane", "orchard_checkpoint",
+	"orchard_job_output",
 };
 
 static unsigned bucket_of(const char *id)
@@ -145,6 +146,9 @@ static void handle(PGnotify *n)
 		api_lanes_wake(n->extra);
 	} else if (!strcmp(n->relname, "orchard_job")) {
 		api_notify_local(API_CHAN_JOB, n->extra);
+		api_notify_local(API_CHAN_JOB_OUTPUT, n->extra);   /* readers see it end */
+	} else if (!strcmp(n->relname, "orchard_job_output")) {
+		api_notify_local(API_CHAN_JOB_OUTPUT, n->extra);
 	} else if (!strcmp(n->relname, "orchard_checkpoint")) {
 		api_notify_local(API_CHAN_CHECKPOINT, n->extra);
 	}

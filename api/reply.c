@@ -55,12 +55,13 @@ void api_reply_ndjson_begin(struct api_req *r)
 		"Status: 200 OK\r\n"
 		"Content-Type: application/x-ndjson\r\n"
 		"Cache-Control: no-store\r\n"
-		"X-Accel-Buffering: no\r\n"  /* nginx passes lines on as they come */
-		"\r\n";
+		"X-Accel-Buffering: no\r\n";  /* nginx passes lines on as they come */
 
 	r->replied = 1;
 	r->status = 200;
 	FCGX_PutStr(head, (int)sizeof(head) - 1, r->fcgi->out);
+	FCGX_PutStr(r->headers.ptr ? r->headers.ptr : "", (int)r->headers.len, r->fcgi->out);
+	FCGX_PutStr("\r\n", 2, r->fcgi->out);
 }
 
 int api_reply_ndjson_line(struct api_req *r, const char *s, size_t n, int flush)

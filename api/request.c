@@ -4,6 +4,7 @@
  * pool). Handlers never free what they hand to api_own_*.
  */
 #include <poll.h>
+#include <stdarg.h>
 #include <string.h>
 #include <stdlib.h>
 
@@ -338,6 +339,7 @@ void api_req_write(struct api_req *r, int status, const char *extra_headers,
 	if (status != 204)
 		orc_buf_addf(&h, "Content-Type: application/json\r\nContent-Length: %zu\r\n", len);
 	orc_buf_adds(&h, extra_headers ? extra_headers : "");
+	orc_buf_add(&h, r->headers.ptr, r->headers.len);
 	orc_buf_adds(&h, "\r\n");
 	FCGX_PutStr(h.ptr, (int)h.len, r->fcgi->out);
 	if (status != 204 && len)
@@ -345,10 +347,22 @@ void api_req_write(struct api_req *r, int status, const char *extra_headers,
 	orc_buf_release(&h);
 }
 
+void api_req_add_header(struct api_req *r, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	orc_buf_addf(&r->headers, "%s: ", name);
+	va_start(ap, fmt);
+	orc_buf_vaddf(&r->headers, fmt, ap);
+	va_end(ap);
+	orc_buf_adds(&r->headers, "\r\n");
+}
+
 void api_req_release(struct api_req *r)
 {
 	int i;
 
+	orc_buf_release(&r->headers);
 	for (i = 0; i < r->njson; i++)
 		json_object_put(r->owned_json[i]);
 	for (i = 0; i < r->npg; i++)

@@ -46,6 +46,7 @@ static const struct api_route routes[] = {
 	{ "GET",    "/sandboxes/{id}/jobs",      api_job_list,          0 },
 	{ "GET",    "/jobs/{id}",                api_job_get,           0 },
 	{ "GET",    "/jobs/{id}/wait",           api_job_wait,          0 },
+	{ "GET",    "/jobs/{id}/stream",         api_job_stream_get,    0 },
 	{ "GET",    "/sandboxes/{id}/trajectory", api_trajectory_get,   0 },
 	{ "GET",    "/trajectories",             api_trajectory_bulk,   0 },
 	{ "POST",   "/trajectories/replay",      api_trajectory_replay, 0 },

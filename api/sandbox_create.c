@@ -174,6 +174,7 @@ static int find_replay(PGresult **out, PGconn *db, struct api_req *r, const char
 		PQclear(res);
 		return ORC_ENOTFOUND;
 	}
+	api_idempotency_replayed(r);
 	*out = res;
 	return 0;
 }
@@ -298,6 +299,10 @@ int api_sandbox_create(struct api_req *r)
 		return api_reply_error(r, err, "%s", msg);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
+	if (c.idempotency_key && (err = api_idempotency_bind(r, db, "sandbox", c.idempotency_key)) < 0) {
+		orc_pg_pool_release(&api_server.db, db);
+		return err;
+	}
 	if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
 		goto done;
 	if ((err = check_image(db, c.image, msg, sizeof(msg))) < 0)

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "err.h"
 #include "strutil.h"
+#include "transfer.h"
 #include "xalloc.h"
 
 #define JOBS_MAX 10000
@@ -48,8 +49,9 @@ const char jobs_wait_usage[] =
 const char jobs_logs_usage[] =
 	"usage: orchardctl jobs logs JOB [-f]\n"
 	"\n"
-	"Write a job's stdout and stderr to ours. -f, --follow: wait until it\n"
-	"finished first.\n";
+	"Write a job's stdout and stderr to ours. -f, --follow: as they are\n"
+	"produced, until the job ends (a dropped connection is resumed where it\n"
+	"stopped).\n";
 
 const char jobs_cancel_usage[] =
 	"usage: orchardctl jobs cancel JOB...\n"
@@ -241,9 +243,11 @@ int cmd_jobs_logs(struct cli_config *cfg, int argc, char **argv)
 	if ((rc = parse_args(&a, cfg, argc, argv, jobs_logs_opts, jobs_logs_usage, 0)) != 0)
 		return rc;
 	rc = CLI_FAIL;
-	if (fetch_job(&job, cfg, argv[optind]) < 0)
+	if (a.follow) {   /* as it is produced, surviving a dropped connection */
+		rc = cli_job_follow(&job, cfg, argv[optind]) < 0 ? CLI_FAIL : CLI_OK;
 		goto done;
-	if (a.follow && !cli_job_is_done(job) && cli_job_wait(&job, cfg, 0) < 0)
+	}
+	if (fetch_job(&job, cfg, argv[optind]) < 0)
 		goto done;
 	if (cli_job_write_output(job, 0) < 0)
 		goto done;

@@ -90,6 +90,12 @@ int cli_http_stream(struct cli_response *out, const struct cli_config *cfg, cons
  */
 int cli_exec_stream(json_object **job, int *streamed, const struct cli_config *cfg,
 		    const struct cli_request *req, long stall_s);
+/*
+ * Write job_id's output to our stdout and stderr as it is produced (GET
+ * /v1/jobs/{id}/stream), reconnecting from the bytes written after a
+ * dropped connection, until the job has ended; *job is the finished job.
+ */
+int cli_job_follow(json_object **job, const struct cli_config *cfg, const char *job_id);
 
 /* ---- tar_create.c / tar_extract.c: a directory as a tar stream, in a thread ---- */
 struct cli_tar {

@@ -32,7 +32,8 @@ static int called_auth;
 	X(api_root_get) X(api_health_get) X(api_ready_get) X(api_resources_get) X(api_stats_get) \
 	X(api_metrics_get) X(api_sandbox_create) X(api_sandbox_list) X(api_sandbox_get) \
 	X(api_sandbox_delete) X(api_sandbox_wait) X(api_sandbox_heartbeat) X(api_exec_post) \
-	X(api_job_list) X(api_job_get) X(api_job_wait) X(api_trajectory_get) X(api_trajectory_bulk) \
+	X(api_job_list) X(api_job_get) X(api_job_wait) X(api_job_stream_get) X(api_trajectory_get) \
+	X(api_trajectory_bulk) \
 	X(api_trajectory_replay) X(api_job_cancel) X(api_tenant_list) X(api_tenant_create) \
 	X(api_tenant_patch) X(api_key_list) X(api_key_create) X(api_key_revoke) X(api_files_upload) \
 	X(api_files_download) X(api_files_delete) X(api_files_list) X(api_files_stat) \
