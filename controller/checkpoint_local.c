@@ -57,6 +57,10 @@
 #define PARTIAL ".partial"
 #define FREEZE_TIMEOUT_MS 10000
 #define CP_BIN "/bin/cp"
+/* In a sandbox's dir: it was frozen by a checkpoint, not by a pause. */
+#define FROZEN_MARK "checkpoint-frozen"
+
+static const char *const cp_args[] = { "cp", "-a", "--reflink=auto", "--" };
 
 extern char **environ;
 
@@ -77,14 +81,13 @@ static int ckpt_dir_fd(struct local *l)
 /* Run cp -a --reflink=auto src dst; 0 when it exited 0. */
 static int run_cp(char **why, const char *src, const char *dst)
 {
-	static const char *const args[] = { "cp", "-a", "--reflink=auto", "--" };
 	struct ctl_strv argv = CTL_STRV_INIT;
 	pid_t pid;
 	int rc, status;
 	size_t i;
 
-	for (i = 0; i < sizeof(args) / sizeof(*args); i++)
-		ctl_strv_push(&argv, args[i]);
+	for (i = 0; i < sizeof(cp_args) / sizeof(*cp_args); i++)
+		ctl_strv_push(&argv, cp_args[i]);
 	ctl_strv_push(&argv, src);
 	ctl_strv_push(&argv, dst);
 	rc = posix_spawn(&pid, CP_BIN, NULL, NULL, argv.v, environ);
@@ -255,114 +258,215 @@ int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl
 	return 0;
 }
 
-/* Copy the parts of sandbox dir sbdir into the new directory dst. */
-static int copy_parts(char **why, struct local *l, const char *id, const char *sbdir, const char *dst)
+/* Freeze sandbox id for a copy unless it is paused (frozen by a pause).
+ * FROZEN_MARK in its dir says the freeze is ours, so the next controller
+ * thaws a sandbox that one killed mid-copy left frozen. */
+static int freeze_for_copy(int *froze_out, char **why, struct local *l, const char *id)
 {
-	int sfd, err = 0;
-	size_t i;
+	char *mark = xasprintf("%s/" FROZEN_MARK, id);
+	int ours = exists_at(l->state_fd, mark), err = 0, fd;
 
-	if ((sfd = openat(l->state_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		*why = xasprintf("the sandbox's directory is gone: %s", strerror(errno));
-		return ORC_ERROR;
+	*froze_out = 0;
+	if (ctl_cgroup_frozen(&l->cg, id) && !ours)
+		goto done;
+	if ((fd = openat(l->state_fd, mark, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) >= 0)
+		close(fd);
+	if ((err = ctl_cgroup_freeze(&l->cg, id, 1, FREEZE_TIMEOUT_MS)) == 0) {
+		*froze_out = 1;
+		goto done;
 	}
-	for (i = 0; i < sizeof(parts) / sizeof(*parts) && !err; i++) {
-		char *src, *to;
-		if (!exists_at(sfd, parts[i]))
-			continue;
-		if (!strcmp(parts[i], "root") && exists_at(sfd, "upper"))
-			continue;
-		src = xasprintf("%s/%s", sbdir, parts[i]);
-		to = xasprintf("%s/%s", dst, parts[i]);
-		err = run_cp(why, src, to);
-		free(src);
-		free(to);
+	unlinkat(l->state_fd, mark, 0);
+	if (err != ORC_EUNAVAIL) {
+		*why = xstrdup("the sandbox's processes could not be frozen for the copy");
+		goto done;
 	}
-	close(sfd);
+	orc_log(ORC_LOG_WARN, "no cgroup freezer for this sandbox: checkpoint taken without "
+		"freezing it", "sandbox_id", id, NULL);
+	err = 0;
+done:
+	free(mark);
 	return err;
 }
 
-int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,
-			    const char *ckpt)
+static void thaw_after_copy(struct local *l, const char *id, int froze)
 {
-	struct local *l = L(d);
-	char *sbdir = NULL, *partial = NULL, *final = NULL, *pname = NULL;
-	int cfd = -1, err, frozen_before, froze = 0, snap;
+	char *mark;
 
-	if (!orc_is_dns_label(id) || !orc_is_dns_label(ckpt)) {
-		*why = xstrdup("invalid sandbox or checkpoint id");
-		return ORC_EINVALID;
+	if (!froze)
+		return;
+	if (ctl_cgroup_freeze(&l->cg, id, 0, FREEZE_TIMEOUT_MS) < 0) {
+		orc_log(ORC_LOG_ERROR, "thawing the sandbox after its checkpoint failed",
+			"sandbox_id", id, NULL);
+		return;
 	}
-	if ((cfd = ckpt_dir_fd(l)) < 0) {
-		*why = xasprintf("cannot create the checkpoint store: %s", strerror(errno));
+	mark = xasprintf("%s/" FROZEN_MARK, id);
+	unlinkat(l->state_fd, mark, 0);
+	free(mark);
+}
+
+/* cp -a --reflink=auto -- <sbdir>/<part> <dst>/<part> for each part. */
+static size_t copy_argvs(struct ctl_strv *out, size_t max, struct local *l, const char *id,
+			 const char *sbdir, const char *dst)
+{
+	size_t i, n = 0;
+	int sfd;
+
+	if ((sfd = openat(l->state_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return 0;
+	for (i = 0; i < sizeof(parts) / sizeof(*parts) && n < max; i++) {
+		if (!exists_at(sfd, parts[i]) || !is_part(sfd, parts[i]))
+			continue;
+		for (size_t k = 0; k < sizeof(cp_args) / sizeof(*cp_args); k++)
+			ctl_strv_push(&out[n], cp_args[k]);
+		ctl_strv_pushf(&out[n], "%s/%s", sbdir, parts[i]);
+		ctl_strv_pushf(&out[n], "%s/%s", dst, parts[i]);
+		n++;
+	}
+	close(sfd);
+	return n;
+}
+
+/* The copy is complete (or the snapshot made): move it into place. */
+static int finish(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, const char *ckpt,
+		  int snap)
+{
+	char *pname = xasprintf("%s" PARTIAL, ckpt), *final;
+
+	if (snap)
+		test_delay(d->cfg, "checkpoint", ckpt);   /* a copy's is in its helper */
+	if (!snap && renameat(cfd, pname, cfd, ckpt) < 0) {
+		*why = xasprintf("cannot move the checkpoint into place: %s", strerror(errno));
+		orc_tree_remove_at(cfd, pname);
+		free(pname);
 		return ORC_ERROR;
 	}
+	free(pname);
+	final = xasprintf("%s/" CKPT_DIR "/%s", d->cfg->state_dir, ckpt);
+	*bytes_out = parts_bytes(final);
+	free(final);
+	return 0;
+}
+
+/* A running copy of ckpt: its result, or CTL_CHECKPOINT_RUNNING. */
+static int poll_copy(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd,
+		     const char *id, const char *ckpt)
+{
+	char *pname;
+	int froze = 0, rc = local_copy_poll(L(d), &froze, ckpt);
+
+	if (rc == 1)
+		return CTL_CHECKPOINT_RUNNING;
+	thaw_after_copy(L(d), id, froze);
+	if (rc == 0)
+		return finish(bytes_out, why, d, cfd, ckpt, 0);
+	*why = xstrdup("copying the sandbox's state failed (cp; see the controller's log)");
 	pname = xasprintf("%s" PARTIAL, ckpt);
+	orc_tree_remove_at(cfd, pname);
+	free(pname);
+	return ORC_ERROR;
+}
+
+/* Start taking ckpt of sandbox id: a snapshot (done at once) or a copy
+ * (CTL_CHECKPOINT_RUNNING). */
+static int start(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, const char *id,
+		 const char *ckpt)
+{
+	struct local *l = L(d);
+	struct ctl_strv argvs[sizeof(parts) / sizeof(*parts)];
+	char *pname = xasprintf("%s" PARTIAL, ckpt), *sbdir = NULL, *partial = NULL;
+	char **vv[sizeof(parts) / sizeof(*parts)];
+	int err, froze = 0, snap = l->btrfs && ctl_btrfs_is_subvol(l->state_fd, id);
+	size_t i, n = 0;
+
+	memset(argvs, 0, sizeof(argvs));
 	/* Leftovers of an attempt that crashed. */
 	if (ctl_btrfs_remove(cfd, pname) < 0 || ctl_btrfs_remove(cfd, ckpt) < 0) {
 		*why = xstrdup("cannot remove an earlier attempt's partial copy");
 		err = ORC_ERROR;
 		goto done;
 	}
-	snap = l->btrfs && ctl_btrfs_is_subvol(l->state_fd, id);
 	if (!snap && mkdirat(cfd, pname, 0700) < 0) {
 		*why = xasprintf("cannot create the checkpoint's directory: %s", strerror(errno));
 		err = ORC_ERROR;
 		goto done;
 	}
+	if ((err = freeze_for_copy(&froze, why, l, id)) < 0)
+		goto fail;
+	if (snap) {
+		if ((err = ctl_btrfs_snapshot(l->state_fd, id, cfd, ckpt, 1)) < 0)
+			*why = xasprintf("snapshotting the sandbox's subvolume failed: %s",
+					 strerror(errno));
+		thaw_after_copy(l, id, froze);
+		if (err == 0)
+			err = finish(bytes_out, why, d, cfd, ckpt, 1);
+		goto done;
+	}
 	sbdir = xasprintf("%s/%s", d->cfg->state_dir, id);
 	partial = xasprintf("%s/" CKPT_DIR "/%s", d->cfg->state_dir, pname);
-	final = xasprintf("%s/" CKPT_DIR "/%s", d->cfg->state_dir, ckpt);
-	/* A paused sandbox is frozen already and stays so. */
-	frozen_before = ctl_cgroup_frozen(&l->cg, id);
-	if (!frozen_before) {
-		err = ctl_cgroup_freeze(&l->cg, id, 1, FREEZE_TIMEOUT_MS);
-		if (err == 0)
-			froze = 1;
-		else if (err != ORC_EUNAVAIL) {
-			*why = xstrdup("the sandbox's processes could not be frozen for the copy");
-			goto fail;
-		} else {
-			orc_log(ORC_LOG_WARN, "no cgroup freezer for this sandbox: checkpoint taken "
-				"without freezing it", "sandbox_id", id, NULL);
-		}
-	}
-	if (snap && (err = ctl_btrfs_snapshot(l->state_fd, id, cfd, ckpt, 1)) < 0)
-		*why = xasprintf("snapshotting the sandbox's subvolume failed: %s", strerror(errno));
-	else if (!snap)
-		err = copy_parts(why, l, id, sbdir, partial);
-	if (froze && ctl_cgroup_freeze(&l->cg, id, 0, FREEZE_TIMEOUT_MS) < 0)
-		orc_log(ORC_LOG_ERROR, "thawing the sandbox after its checkpoint failed",
-			"sandbox_id", id, NULL);
-	if (err < 0)
-		goto fail;
-	test_delay(d->cfg, "checkpoint", ckpt);
-	if (!snap && renameat(cfd, pname, cfd, ckpt) < 0) {
-		*why = xasprintf("cannot move the checkpoint into place: %s", strerror(errno));
-		err = ORC_ERROR;
+	n = copy_argvs(argvs, sizeof(parts) / sizeof(*parts), l, id, sbdir, partial);
+	for (i = 0; i < n; i++)
+		vv[i] = argvs[i].v;
+	if (d->cfg->test_checkpoint_delay_ms > 0)
+		orc_log(ORC_LOG_INFO, "test delay (ORCHARD_TEST_CHECKPOINT_DELAY_MS)", "in", "checkpoint",
+			"id", ckpt, NULL);
+	if ((err = local_copy_start(l, why, ckpt, id, froze, vv, n,
+				    d->cfg->test_checkpoint_delay_ms)) < 0) {
+		thaw_after_copy(l, id, froze);
 		goto fail;
 	}
-	*bytes_out = parts_bytes(final);
-	err = 0;
+	err = CTL_CHECKPOINT_RUNNING;
 	goto done;
 fail:
 	orc_tree_remove_at(cfd, pname);
 done:
-	if (cfd >= 0)
-		close(cfd);
+	for (i = 0; i < n; i++)
+		ctl_strv_release(&argvs[i]);
+	free(pname);
 	free(sbdir);
 	free(partial);
-	free(final);
-	free(pname);
+	return err;
+}
+
+int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,
+		     const char *ckpt)
+{
+	int cfd, err;
+
+	if (!orc_is_dns_label(id) || !orc_is_dns_label(ckpt)) {
+		*why = xstrdup("invalid sandbox or checkpoint id");
+		return ORC_EINVALID;
+	}
+	if ((cfd = ckpt_dir_fd(L(d))) < 0) {
+		*why = xasprintf("cannot create the checkpoint store: %s", strerror(errno));
+		return ORC_ERROR;
+	}
+	switch (local_copy_busy(L(d), ckpt, id)) {
+	case 1:
+		err = poll_copy(bytes_out, why, d, cfd, id, ckpt);
+		break;
+	case 2:
+		/* one copy per sandbox at a time: the freeze is shared */
+		err = CTL_CHECKPOINT_RUNNING;
+		break;
+	default:
+		err = start(bytes_out, why, d, cfd, id, ckpt);
+	}
+	close(cfd);
 	return err;
 }
 
 int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt)
 {
-	char *pname;
-	int cfd, err = 0;
+	char *pname, *sandbox;
+	int cfd, err = 0, froze;
 
 	if (!orc_is_dns_label(ckpt))
 		return ORC_EINVALID;
+	/* Deleted mid-copy (or its sandbox went): stop the copy first. */
+	if ((sandbox = local_copy_cancel(L(d), &froze, ckpt)) != NULL) {
+		thaw_after_copy(L(d), sandbox, froze);
+		free(sandbox);
+	}
 	if ((cfd = ckpt_dir_fd(L(d))) < 0)
 		return ORC_ERROR;
 	pname = xasprintf("%s" PARTIAL, ckpt);

@@ -43,6 +43,9 @@ struct ctl_agent_ref {
 	const char *token;
 };
 
+/* checkpoint(): still copying; ask again later. */
+#define CTL_CHECKPOINT_RUNNING 1
+
 struct ctl_driver;
 typedef void (*ctl_ready_fn)(const char *id, void *arg);
 
@@ -124,7 +127,9 @@ struct ctl_driver_ops {
 	 * the driver has none. checkpoint() copies the writable state of
 	 * running sandbox id into checkpoint ckpt, consistently (its
 	 * processes frozen for the copy), and sets *bytes_out; on failure
-	 * nothing of ckpt is left and *why says why. create() starts from a
+	 * nothing of ckpt is left and *why says why. It may instead answer
+	 * CTL_CHECKPOINT_RUNNING: the copy goes on off the loop, call again
+	 * (same arguments) for the result. create() starts from a
 	 * checkpoint when sb->restore names one.
 	 */
 	int (*checkpoint)(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,

@@ -172,6 +172,24 @@ int local_checkpoint_backend(struct local *l, const struct ctl_config *cfg);
  * it holding only its writable state (*restored set). errno on failure. */
 int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl_sandbox *sb);
 
+/* ---- checkpoint_job.c ------------------------------------------------ */
+
+/* A checkpoint's copy running in a helper process, off the reconcile
+ * loop: the helper runs each NULL-terminated argv of argvs (cp ...) in
+ * order. froze: the sandbox was frozen for it (to thaw when it ends).
+ * delay_ms: the crash tests' sleep after the copies (config.c). */
+int local_copy_start(struct local *l, char **why, const char *ckpt, const char *sandbox,
+		     int froze, char ***argvs, size_t n, int64_t delay_ms);
+/* 0: no job for ckpt nor for sandbox; 1: ckpt's job runs; 2: another
+ * checkpoint of sandbox is being copied. */
+int local_copy_busy(struct local *l, const char *ckpt, const char *sandbox);
+/* ckpt's job: 1 still running; 0 done and complete; ORC_ERROR failed.
+ * When it ended, the job is gone and *froze_out says whether to thaw. */
+int local_copy_poll(struct local *l, int *froze_out, const char *ckpt);
+/* Stop ckpt's job (SIGKILL); its sandbox id (to thaw when *froze_out),
+ * or NULL when there was none. */
+char *local_copy_cancel(struct local *l, int *froze_out, const char *ckpt);
+
 /* ---- local_socket.c --------------------------------------------------- */
 
 /* Short names for agent sockets whose real path is too long for a unix

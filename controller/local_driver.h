@@ -28,6 +28,8 @@ struct local {
 	int seccomp_fd;             /* the compiled filter (memfd) */
 	int btrfs;                  /* checkpoint backend btrfs: sandbox dirs are subvolumes,
 				     * checkpoints snapshots (checkpoint_local.c) */
+	struct ckpt_job *jobs;      /* copies running off the loop (checkpoint_job.c) */
+	size_t njobs, ajobs;
 };
 
 static inline struct local *L(struct ctl_driver *d)

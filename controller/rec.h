@@ -18,6 +18,7 @@
 #include "pgarray.h"
 
 #define MAX_NOTIFIED 512          /* more than this: do a full sweep instead */
+#define CKPT_POLL_MS 50           /* how often a checkpoint copy off the loop is polled */
 
 /* A launched sandbox whose agent has not answered /health yet. */
 struct waiter {
@@ -62,7 +63,8 @@ struct rec {
 	int overflow;            /* too many notifications: full sweep */
 	int64_t next_sweep_ms;
 	int64_t next_prune_ms;   /* retention (lib/prune.h), leader only */
-	int ckpt_notified;       /* orchard_checkpoint came: run the checkpoint pass */
+	int ckpt_notified;       /* orchard_checkpoint came, or a copy runs: run the
+				  * checkpoint pass (within CKPT_POLL_MS) */
 };
 
 /* rec_db.c */

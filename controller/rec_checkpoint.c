@@ -11,6 +11,10 @@
  * scratch or fails when its sandbox is gone. A fork is a set of pending
  * sandbox rows, launched like any other; a checkpoint being deleted waits
  * until no fork of it is still pending.
+ *
+ * A copy that takes long runs off the loop (the driver answers
+ * CTL_CHECKPOINT_RUNNING): the pass asks again every CKPT_POLL_MS until
+ * it is done, and the loop serves everything else meanwhile.
  */
 #include "rec.h"
 
@@ -72,6 +76,11 @@ static void take(struct rec *r, const char *id, const char *sandbox, const char 
 		return;
 	} else {
 		err = r->drv->ops->checkpoint(r->drv, &n, &why, sandbox, id);
+	}
+	if (err == CTL_CHECKPOINT_RUNNING) {
+		/* copying off the loop: look again soon (rec_next_wakeup) */
+		r->ckpt_notified = 1;
+		return;
 	}
 	if (err < 0) {
 		orc_log(ORC_LOG_WARN, "checkpoint failed", "checkpoint_id", id, "sandbox_id", sandbox,
