@@ -130,3 +130,16 @@ def test_no_number_or_boolean_is_a_string(stack, admin, sandbox):
                     checked += 1
                 assert v not in ("true", "false"), (path, k, o)
     assert checked > 0
+
+
+def test_nginx_passes_the_trace_to_the_agent_directly(stack, admin, sandbox):
+    """A raw download goes from nginx straight to the agent (no api line but
+    the key check's): the agent logs the client's request id and trace."""
+    rid = "raw-" + uuid.uuid4().hex
+    trace, parent = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    r = admin.get("%s/sandboxes/%s/files/raw" % (stack.url, sandbox), params={"path": "/etc/hostname"},
+                  headers={"X-Request-ID": rid, "traceparent": "00-%s-%s-01" % (trace, parent)})
+    assert r.status_code == 200, r.text
+    (agent,) = [o for o in lines_of(stack, agent_log(stack, sandbox), rid) if o["msg"] == "request"]
+    assert agent["path"] == "/files" and agent["status"] == 200
+    assert agent["trace_id"] == trace and agent["parent_span_id"] == parent
