@@ -56,6 +56,7 @@ int api_step_policy_store(PGconn *db, const char *sandbox_id, int64_t tenant_id,
  * checkpoint (bounded), so it holds the state of the step before. */
 void api_step_barrier(struct api_req *r, const char *sandbox_id);
 int api_sandbox_patch(struct api_req *r);
+int api_sandbox_evaluate(struct api_req *r);    /* evaluate.c */
 
 int api_checkpoint_create(struct api_req *r);   /* checkpoints.c */
 int api_checkpoint_list(struct api_req *r);

@@ -45,6 +45,10 @@ struct api_subreq {
  */
 int api_subreq_run(struct api_subreq *out, struct api_req *parent, const struct api_subreq_call *call);
 void api_subreq_release(struct api_subreq *s);
+/* api_subreq_run of handler on sandbox (or checkpoint) id with a JSON
+ * body (or none). */
+int api_subreq_json(struct api_subreq *out, struct api_req *parent, const char *method,
+		    const char *path, api_handler handler, const char *id, json_object *body);
 
 /* ---- replay_run.c: one trajectory ------------------------------------- */
 

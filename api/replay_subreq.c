@@ -153,3 +153,18 @@ void api_subreq_release(struct api_subreq *s)
 	s->json = NULL;
 	s->status = 0;
 }
+
+int api_subreq_json(struct api_subreq *out, struct api_req *parent, const char *method,
+		    const char *path, api_handler handler, const char *id, json_object *body)
+{
+	struct api_subreq_call call;
+
+	memset(&call, 0, sizeof(call));
+	call.method = method;
+	call.path = path;
+	call.handler = handler;
+	call.id = id;
+	if (body)
+		call.body = orc_json_str(body, &call.body_len);
+	return api_subreq_run(out, parent, &call);
+}

@@ -78,6 +78,7 @@ static const struct api_route routes[] = {
 	{ "DELETE", "/checkpoints/{id}",         api_checkpoint_delete, 0 },
 	{ "POST",   "/checkpoints/{id}/fork",    api_checkpoint_fork,   0 },
 	{ "POST",   "/sandboxes/{id}/fork",      api_sandbox_fork,      0 },
+	{ "POST",   "/sandboxes/{id}/evaluate",  api_sandbox_evaluate,  0 },
 	{ "POST",   "/sandboxes/{id}/pause",     api_sandbox_pause,     0 },
 	{ "POST",   "/sandboxes/{id}/resume",    api_sandbox_resume,    0 },
 };

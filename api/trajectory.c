@@ -397,6 +397,18 @@ static json_object *event_line(struct traj_stream *t, PGresult *b, int i)
 		json_object_object_add(o, "at", col_float(b, i, E_AT));
 		return o;
 	}
+	if (!strcmp(kind, "evaluate")) {
+		/* POST /sandboxes/{id}/evaluate: the data (fork, checkpoint, job) as fields */
+		json_object *data = col_json(b, i, E_DATA, 1);
+		o = line_new(t, "evaluate");
+		json_object_object_add(o, "at", col_float(b, i, E_AT));
+		json_object_object_foreach(data, k, v) {
+			if (!json_object_object_get_ex(o, k, NULL))
+				json_object_object_add(o, k, json_object_get(v));
+		}
+		json_object_put(data);
+		return o;
+	}
 	o = line_new(t, "event");
 	json_object_object_add(o, "kind", col_str(b, i, E_KIND));
 	json_object_object_add(o, "at", col_float(b, i, E_AT));

@@ -41,7 +41,7 @@ static int called_auth;
 	X(api_archive_get) X(api_git_apply) X(api_git_diff) X(api_git_reset) \
 	X(api_checkpoint_create) X(api_checkpoint_list) X(api_checkpoint_get) \
 	X(api_checkpoint_delete) X(api_checkpoint_fork) X(api_sandbox_fork) X(api_sandbox_pause) \
-	X(api_sandbox_resume) X(api_sandbox_patch)
+	X(api_sandbox_resume) X(api_sandbox_patch) X(api_sandbox_evaluate)
 
 #define STUB(name) \
 	int name(struct api_req *r) \
