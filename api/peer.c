@@ -163,7 +163,7 @@ int api_peer_allowed(int fd)
 	for (i = 0; i < npeers; i++)
 		if (cred.uid == peers[i])
 			return 1;
-	orc_logf(ORC_LOG_WARN, "refused a FastCGI connection from uid %u (pid %d): not nginx's "
-		 "user (ORCHARD_API_PEER_UIDS)", (unsigned)cred.uid, (int)cred.pid);
+	orc_log(ORC_LOG_WARN, "refused a FastCGI connection: not nginx's user (ORCHARD_API_PEER_UIDS)",
+		ORC_LOG_INT("uid", cred.uid), ORC_LOG_INT("pid", cred.pid), NULL);
 	return 0;
 }
