@@ -8,6 +8,7 @@ agent as a local process on 127.X.Y.N, and a throwaway PostgreSQL
 as orchard-api would with ORCHARD_DRIVER=kubernetes.
 """
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -790,13 +791,14 @@ def test_in_cluster_refuses_a_server_the_ca_does_not_vouch_for(k8s_tls):
 # the PTY WebSocket through nginx straight to it.
 
 class K8sStack:
-    def __init__(self):
+    def __init__(self, private_tmp=False, extra_env=None):
         from stack import Stack, free_port as stack_free_port
         self.base = tempfile.mkdtemp(prefix="k8sd-stack-", dir="/tmp")
         self.token_file = os.path.join(self.base, "api-token")
         with open(self.token_file, "w") as f:
             f.write(API_TOKEN + "\n")
-        self.runner = LocalRunner({"orchard-agent": AGENT}, workdir=os.path.join(self.base, "pods"))
+        self.runner = LocalRunner({"orchard-agent": AGENT}, workdir=os.path.join(self.base, "pods"),
+                                  private_tmp=private_tmp)
         self.fake = FakeApiServer(port=stack_free_port(), token=API_TOKEN, namespaces=(NS,),
                                   ready_delay=0.1, delete_delay=0.3, bookmark_interval=0.5,
                                   runner=self.runner, pod_ip_prefix=POD_NET)
@@ -810,6 +812,7 @@ class K8sStack:
             "ORCHARD_K8S_AGENT_PORT": str(AGENT_PORT),
             "ORCHARD_K8S_SERVICE_ACCOUNT": "orchard-sandbox",
         }
+        env.update(extra_env or {})
 
         class S(Stack):
             def _script(self, cmd, timeout):
@@ -837,9 +840,10 @@ class K8sStack:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def kstack():
-    k = K8sStack()
+@contextlib.contextmanager
+def running_k8s_stack(**kw):
+    """A K8sStack (kw: its options) that is up, taken down at the end."""
+    k = K8sStack(**kw)
     try:
         k.stack.up()
     except Exception:
@@ -849,6 +853,12 @@ def kstack():
         yield k
     finally:
         k.close()
+
+
+@pytest.fixture(scope="module")
+def kstack():
+    with running_k8s_stack() as k:
+        yield k
 
 
 def api_exec(s, admin, sid, cmd):

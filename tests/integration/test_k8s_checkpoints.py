@@ -18,7 +18,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ctl_harness import Controller, wait_for  # noqa: E402
-from test_controller_k8s import K8s, agent_call, pg, pytestmark, ready_sandbox  # noqa: E402,F401
+from test_controller_k8s import (K8s, agent_call, api_exec, pg,  # noqa: E402,F401
+                                 pytestmark, ready_sandbox, running_k8s_stack)
 
 WORK = "/tmp/work"                      # a checkpoint path inside each pod's own /tmp
 PATHS = "/workspace,%s" % WORK          # /workspace does not exist in a fake pod: skipped
@@ -199,3 +200,102 @@ def test_bad_checkpoint_paths_refuse_to_start(k8s):
         assert c.proc.wait(10) != 0, bad
         assert "ORCHARD_K8S_CHECKPOINT_PATHS" in c.log(), (bad, c.log())
         c.stop()
+
+
+# ---- the whole stack: HTTPS -> nginx -> api -> controller -> the pods' agents ----------------
+
+
+@pytest.fixture(scope="module")
+def ckstack():
+    with running_k8s_stack(private_tmp=True,
+                           extra_env={"ORCHARD_K8S_CHECKPOINT_PATHS": PATHS}) as k:
+        yield k
+
+
+def api_sandbox(s, session):
+    r = session.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    assert s.wait_ready(session, sid)["status"] == "ready"
+    return sid
+
+
+def api_sh(s, session, sid, command):
+    out = api_exec(s, session, sid, command)
+    assert out["exit_code"] == 0, out
+    return out["stdout"]
+
+
+def test_whole_stack_checkpoint_and_fork_through_the_api(ckstack):
+    s = ckstack.stack
+    admin = s.session()
+    sid = api_sandbox(s, admin)
+    api_sh(s, admin, sid, MAKE_TREE)
+    want = api_sh(s, admin, sid, MANIFEST)
+    r = admin.post("%s/v1/sandboxes/%s/checkpoints" % (s.url, sid), json={"name": "k8s-ck"})
+    assert r.status_code == 200 and r.json()["state"] == "ready", r.text
+    ck = r.json()
+    assert ck["bytes"] > 70000 and ck["sandbox_id"] == sid
+    r = admin.post("%s/v1/checkpoints/%s/fork" % (s.url, ck["id"]), json={"count": 2})
+    assert r.status_code == 200, r.text
+    ids = r.json()["sandbox_ids"]
+    assert len(ids) == 2
+    for fid in ids:
+        got = s.wait_ready(admin, fid)
+        assert got["status"] == "ready" and got["forked_from"] == ck["id"], got
+        assert api_sh(s, admin, fid, MANIFEST) == want
+    api_sh(s, admin, ids[0], "echo changed > %s/a.txt" % WORK)
+    assert api_sh(s, admin, ids[1], "cat %s/a.txt" % WORK) == "hello\n"
+    assert api_sh(s, admin, sid, "cat %s/a.txt" % WORK) == "hello\n"
+    # Checkpoint now + fork, in one call.
+    r = admin.post("%s/v1/sandboxes/%s/fork" % (s.url, ids[0]), json={"count": 1})
+    assert r.status_code == 200, r.text
+    (now,) = r.json()["sandbox_ids"]
+    assert s.wait_ready(admin, now)["status"] == "ready"
+    assert api_sh(s, admin, now, "cat %s/a.txt" % WORK) == "changed\n"
+
+
+def test_whole_stack_bad_input_pause_quota_and_corruption(ckstack):
+    s = ckstack.stack
+    admin = s.session()
+    sid = api_sandbox(s, admin)
+    api_sh(s, admin, sid, MAKE_TREE)
+    r = admin.post("%s/v1/sandboxes/%s/checkpoints" % (s.url, sid), json={})
+    assert r.status_code == 200, r.text
+    ck = r.json()["id"]
+    before = s.counts()["sandboxes"]
+    for count in (0, 10000, "2"):
+        r = admin.post("%s/v1/checkpoints/%s/fork" % (s.url, ck), json={"count": count})
+        assert r.status_code == 422 and "count" in r.json()["detail"], r.text
+    r = admin.post(s.url + "/v1/checkpoints/ck000000000000/fork", json={"count": 1})
+    assert r.status_code == 404, r.text
+    # No freezer through the Kubernetes API: pause and resume are a clear 422.
+    for what in ("pause", "resume"):
+        r = admin.post("%s/v1/sandboxes/%s/%s" % (s.url, sid, what), json={})
+        assert r.status_code == 422, r.text
+        assert "%s is not supported by the kubernetes driver" % what in r.json()["detail"], r.text
+    # Another tenant sees none of it.
+    other = s.session(key=s.new_tenant_key("k8s-ck-other"))
+    assert other.get("%s/v1/checkpoints/%s" % (s.url, ck)).status_code == 404
+    assert other.post("%s/v1/checkpoints/%s/fork" % (s.url, ck), json={"count": 1}).status_code == 404
+    assert s.counts()["sandboxes"] == before
+    # The tenant's byte quota: 429 naming it, and no checkpoint row.
+    tenant = "k8s-ckq"
+    q = s.session(key=s.new_tenant_key(tenant))
+    s.psql("UPDATE tenants SET max_checkpoint_bytes = 1000 WHERE name = '%s'" % tenant)
+    qsid = api_sandbox(s, q)
+    api_sh(s, q, qsid, MAKE_TREE)
+    assert q.post("%s/v1/sandboxes/%s/checkpoints" % (s.url, qsid), json={}).status_code == 200
+    r = q.post("%s/v1/sandboxes/%s/checkpoints" % (s.url, qsid), json={})
+    assert r.status_code == 429 and "max_checkpoint_bytes" in r.json()["detail"], r.text
+    # An altered store file: the fork fails, saying why.
+    path = os.path.join(s.var, "sandboxes", "k8s-checkpoints", ck + ".tar")
+    with open(path, "r+b") as f:
+        f.seek(600)
+        f.write(b"X")
+    r = admin.post("%s/v1/checkpoints/%s/fork" % (s.url, ck), json={"count": 1})
+    assert r.status_code == 200, r.text
+    (fid,) = r.json()["sandbox_ids"]
+    got = s.wait_ready(admin, fid)
+    assert got["status"] == "failed", got
+    assert "is corrupt: the sha256" in got["status_message"], got
