@@ -17,6 +17,8 @@
 #include "strutil.h"
 #include "xalloc.h"
 
+#define PENDING_WAIT_S 120
+
 enum { S_STEPS, S_READY, S_PENDING, S_GONE, S_GONE_WHY, S_WITH };
 
 static const char step_sql[] =
@@ -37,22 +39,41 @@ static const char step_sql[] =
 	"  WHERE c.sandbox_id = s.id AND c.tenant_id = s.tenant_id AND c.state = 'ready')"
 	" FROM sandboxes s WHERE s.id = $1 AND s.tenant_id = $2::bigint";
 
-int api_checkpoint_at_step(char **out, struct api_req *r, const char *sandbox_id, int64_t step)
+/* One look at step `step`: *res the row of step_sql (owned by r), or the
+ * error replied. */
+static int look(PGresult **res, struct api_req *r, const char *sandbox_id, int64_t step)
 {
 	char tenant[24], step_s[24];
 	const char *params[3] = { sandbox_id, tenant, step_s };
-	PGresult *res = NULL;
-	int64_t steps = 0;
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(step_s, sizeof(step_s), "%lld", (long long)step);
-	if ((err = orc_pg_pool_query_one(&res, &api_server.db, step_sql, 3, params)) < 0) {
+	if ((err = orc_pg_pool_query_one(res, &api_server.db, step_sql, 3, params)) < 0) {
 		if (err == ORC_ENOTFOUND)
 			return api_reply_error(r, err, "sandbox %s not found", sandbox_id);
 		return api_reply_error(r, err, "cannot read the checkpoints of sandbox %s", sandbox_id);
 	}
-	api_own_pg(r, res);
+	api_own_pg(r, *res);
+	return 0;
+}
+
+int api_checkpoint_at_step(char **out, struct api_req *r, const char *sandbox_id, int64_t step)
+{
+	PGresult *res = NULL, *done = NULL;
+	int64_t steps = 0;
+	int err;
+
+	if ((err = look(&res, r, sandbox_id, step)) < 0)
+		return err;
+	if (PQgetisnull(res, 0, S_READY) && !PQgetisnull(res, 0, S_PENDING)) {
+		/* Just after the step: its checkpoint is being taken. */
+		if (api_checkpoint_wait(&done, r->tenant_id, PQgetvalue(res, 0, S_PENDING),
+					orc_mono_ms() + PENDING_WAIT_S * 1000) == 0)
+			PQclear(done);
+		if ((err = look(&res, r, sandbox_id, step)) < 0)
+			return err;
+	}
 	if (orc_parse_i64(&steps, PQgetvalue(res, 0, S_STEPS), 0, INT64_MAX) < 0)
 		steps = 0;
 	if (!PQgetisnull(res, 0, S_READY)) {

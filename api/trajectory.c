@@ -5,6 +5,7 @@
  *
  *   GET /sandboxes/{id}/trajectory[?include=content]
  *   GET /trajectories?label=k=v[&label=...][&limit=N][&include=content]
+ *   GET /trajectories?root=ID[&limit=N][&include=content]  a fork tree
  *
  * Both work for deleted sandboxes (their rows and events are kept). The
  * events are read in keyset batches up to the last event id seen when the
@@ -561,10 +562,27 @@ static int parse_labels(json_object **out, struct api_req *r)
 	return 0;
 }
 
+/*
+ * ?root=ID: the root and every sandbox forked from it, recursively (a fork
+ * names its checkpoint, the checkpoint its sandbox), parents before their
+ * forks, then oldest first. The labels, when given, filter the forks.
+ */
+static const char tree_sql[] =
+	"WITH RECURSIVE tree (id, depth, created_at) AS ("
+	" SELECT s.id, 0, s.created_at FROM sandboxes s WHERE s.id = $4 AND s.tenant_id = $1"
+	" UNION ALL"
+	" SELECT f.id, tree.depth + 1, f.created_at FROM tree"
+	" JOIN checkpoints c ON c.sandbox_id = tree.id AND c.tenant_id = $1"
+	" JOIN sandboxes f ON f.forked_from = c.id AND f.tenant_id = $1"
+	" WHERE tree.depth < 1000)"
+	" SELECT t.id FROM tree t JOIN sandboxes s ON s.id = t.id"
+	" WHERE t.depth = 0 OR $2::jsonb IS NULL OR s.labels @> $2::jsonb"
+	" ORDER BY t.depth, t.created_at, t.id LIMIT $3::int";
+
 int api_trajectory_bulk(struct api_req *r)
 {
 	char tenant[24], limit_s[24];
-	const char *params[3] = { tenant, NULL, limit_s }, *v;
+	const char *params[4] = { tenant, NULL, limit_s, NULL }, *v;
 	json_object *labels = NULL;
 	struct traj_stream t;
 	PGresult *ids = NULL;
@@ -580,12 +598,17 @@ int api_trajectory_bulk(struct api_req *r)
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
 	params[1] = labels ? orc_json_str(labels, NULL) : NULL;
+	params[3] = api_req_query(r, "root");
+	if (params[3] && !api_valid_id(params[3]))
+		return api_reply_error(r, ORC_EINVALID, "query parameter 'root' is not a sandbox id");
 	/* Deleted sandboxes included: datasets are made of finished ones. */
-	if ((err = query(&ids, "SELECT id FROM sandboxes WHERE tenant_id = $1"
-			 " AND ($2::jsonb IS NULL OR labels @> $2::jsonb)"
-			 " ORDER BY created_at, id LIMIT $3::int", 3, params)) < 0)
+	if ((err = query(&ids, params[3] ? tree_sql : "SELECT id FROM sandboxes WHERE tenant_id = $1"
+			 " AND ($2::jsonb IS NULL OR labels @> $2::jsonb) AND $4::text IS NULL"
+			 " ORDER BY created_at, id LIMIT $3::int", 4, params)) < 0)
 		return api_reply_error(r, err, "cannot list the sandboxes to export");
 	api_own_pg(r, ids);
+	if (params[3] && PQntuples(ids) == 0)
+		return api_reply_error(r, ORC_ENOTFOUND, "sandbox %s not found", params[3]);
 	api_reply_ndjson_begin(r);
 	started = 1;
 	n = PQntuples(ids);

@@ -123,6 +123,10 @@ static const struct cli_cmd trajectory_cmds[] = {
 	  "  orchardctl trajectory export demo -o demo.jsonl\n"
 	  "  orchardctl trajectory export --all -l run=42 --limit 500 -o run42.jsonl\n",
 	  trajectory_export_opts, NULL, CLI_ARG_SANDBOX },
+	{ "tree", cmd_trajectory_tree, "print the fork tree rooted at a sandbox", trajectory_tree_usage,
+	  "  orchardctl trajectory tree demo\n"
+	  "  orchardctl trajectory tree demo -o json\n",
+	  trajectory_tree_opts, NULL, CLI_ARG_SANDBOX },
 	{ NULL, NULL, NULL, NULL, NULL, NULL, NULL, CLI_ARG_NONE },
 };
 

@@ -30,7 +30,10 @@ int replay_run(json_object **out, struct orc_buf *text, const struct cli_config 
 
 /* commands.c */
 int cmd_trajectory_export(struct cli_config *cfg, int argc, char **argv);
+int cmd_trajectory_tree(struct cli_config *cfg, int argc, char **argv);   /* cmd_trajectory_tree.c */
 int cmd_replay(struct cli_config *cfg, int argc, char **argv);
 extern const char trajectory_usage[], trajectory_export_usage[], replay_usage[];
 extern const struct option trajectory_export_opts[], replay_opts[];
+extern const char trajectory_tree_usage[];
+extern const struct option trajectory_tree_opts[];
 #endif
