@@ -59,14 +59,21 @@ static int bad(const char *name, const char *value, const char *want)
 	return ORC_EINVALID;
 }
 
-/* A checkpoint path: absolute, normalised, no "." or ".." part, not "/". */
+/* A checkpoint path: absolute, not "/", no empty, "." or ".." part, no ",". */
 static int path_ok(const char *p)
 {
-	size_t n = strlen(p);
+	size_t n = strlen(p), seg;
 
-	return p[0] == '/' && n > 1 && n < NAME_MAX_LEN && p[n - 1] != '/' && !strstr(p, "//") &&
-	       !strstr(p, "/./") && !strstr(p, "/../") && strcmp(p + n - 2, "/.") &&
-	       strcmp(p + n - 3, "/..") && !strchr(p, ',');
+	if (p[0] != '/' || n < 2 || n >= NAME_MAX_LEN || strchr(p, ','))
+		return 0;
+	while (*p == '/') {
+		p++;
+		seg = strcspn(p, "/");
+		if (seg == 0 || (seg == 1 && p[0] == '.') || (seg == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		p += seg;
+	}
+	return 1;
 }
 
 static int load_paths(struct k8s_store *s, const char *list)

@@ -194,7 +194,7 @@ def test_a_checkpoint_of_a_sandbox_that_is_not_ready_fails(k8s):
 
 
 def test_bad_checkpoint_paths_refuse_to_start(k8s):
-    for n, bad in enumerate(("relative", "/", "/a/../b", "/tmp/", "/a,,/b")):
+    for n, bad in enumerate(("relative", "/", "/a/../b", "/tmp/", "/a,,/b", "/a/.", "/a//b", "/..")):
         c = Controller(k8s.env(ORCHARD_K8S_CHECKPOINT_PATHS=bad),
                        os.path.join(k8s.base, "bad%d.log" % n))
         assert c.proc.wait(10) != 0, bad
