@@ -299,3 +299,23 @@ def test_whole_stack_bad_input_pause_quota_and_corruption(ckstack):
     got = s.wait_ready(admin, fid)
     assert got["status"] == "failed", got
     assert "is corrupt: the sha256" in got["status_message"], got
+
+
+def test_whole_stack_every_step_checkpoints_and_fork_at_a_step(ckstack):
+    """Per-step checkpoints (issue 21) go through the same store on kubernetes."""
+    s = ckstack.stack
+    admin = s.session()
+    r = admin.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim",
+                                                  "checkpoints": "every_step"})
+    assert r.status_code in (200, 201), r.text
+    sid = r.json()["sandbox_id"]
+    assert s.wait_ready(admin, sid)["status"] == "ready"
+    for n in (1, 2, 3):
+        api_sh(s, admin, sid, "mkdir -p %s; echo %d > %s/state" % (WORK, n, WORK))
+    r = admin.post("%s/v1/sandboxes/%s/fork" % (s.url, sid), json={"step": 2, "count": 1})
+    assert r.status_code == 200, r.text
+    (fid,) = r.json()["sandbox_ids"]
+    assert s.wait_ready(admin, fid)["status"] == "ready"
+    assert api_sh(s, admin, fid, "cat %s/state" % WORK) == "2\n"
+    sha = s.scalar("SELECT sha256 FROM checkpoints WHERE id = '%s'" % r.json()["checkpoint_id"])
+    assert sha and len(sha) == 64
