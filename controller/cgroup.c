@@ -209,28 +209,62 @@ static void set_why(struct ctl_cgroups *cg, int i, char *why)
 	cg->c[i].why = why;
 }
 
+/* Make controller i's base <dir>/orchard-<tag> and check that probe is in
+ * it (the controller is active there); the why is set on failure. */
+static int base_probe(struct ctl_cgroups *cg, int i, const char *dir, const char *tag,
+		      const char *probe)
+{
+	cg->c[i].base = xasprintf("%s/" BASE_PREFIX "%s", dir, tag);
+	if (mkdir(cg->c[i].base, 0755) < 0 && errno != EEXIST) {
+		set_why(cg, i, xasprintf("mkdir \"%s\" failed: %s", cg->c[i].base, strerror(errno)));
+		return ORC_ERROR;
+	}
+	if (!probe_file(cg->c[i].base, probe)) {
+		set_why(cg, i, xasprintf("no %s in \"%s\"", probe, cg->c[i].base));
+		return ORC_ERROR;
+	}
+	return 0;
+}
+
 static int setup_v1(struct ctl_cgroups *cg, int i, const struct mnt *m, const char *own, const char *tag)
 {
 	char *dir = host_path(m, own);
+	int err;
 
 	if (!dir) {
 		set_why(cg, i, xstrdup("our v1 cgroup is outside the mounted part of the hierarchy"));
 		return ORC_ERROR;
 	}
-	cg->c[i].base = xasprintf("%s/" BASE_PREFIX "%s", dir, tag);
-	free(dir);
-	if (mkdir(cg->c[i].base, 0755) < 0 && errno != EEXIST) {
-		set_why(cg, i, xasprintf("mkdir \"%s\" failed: %s", cg->c[i].base, strerror(errno)));
-		return ORC_ERROR;
-	}
-	if (!probe_file(cg->c[i].base, probe_v1[i])) {
-		set_why(cg, i, xasprintf("no %s in \"%s\"", probe_v1[i], cg->c[i].base));
-		rmdir(cg->c[i].base);
-		return ORC_ERROR;
-	}
-	cg->c[i].version = 1;
+	if ((err = base_probe(cg, i, dir, tag, probe_v1[i])) == 0)
+		cg->c[i].version = 1;
 	rmdir(cg->c[i].base);   /* made again by the first sandbox (base_make) */
-	return 0;
+	free(dir);
+	return err;
+}
+
+/* Enable v2 controller i in dir's cgroup.subtree_control; with
+ * must_offer, first check that dir's cgroup.controllers offers it. */
+static int enable_v2(struct ctl_cgroups *cg, int i, const char *dir, int must_offer)
+{
+	char *p = xasprintf("%s/cgroup.controllers", dir), *en = xasprintf("+%s", ctrl_names[i]);
+	char buf[512];
+	int err = ORC_ERROR, e;
+
+	if (must_offer && (read_text(buf, sizeof(buf), p) < 0 || !has_word(buf, ctrl_names[i], ' '))) {
+		set_why(cg, i, xasprintf("not bound to a v1 hierarchy and not delegated on v2 (%s)", dir));
+		goto done;
+	}
+	free(p);
+	p = xasprintf("%s/cgroup.subtree_control", dir);
+	if ((e = write_text(p, en)) < 0) {
+		set_why(cg, i, xasprintf("enabling it in \"%s\" failed: %s", p, strerror(-e)));
+		goto done;
+	}
+	err = 0;
+done:
+	free(p);
+	free(en);
+	return err;
 }
 
 /*
@@ -238,68 +272,25 @@ static int setup_v1(struct ctl_cgroups *cg, int i, const struct mnt *m, const ch
  * kernel refuses while our cgroup itself holds processes and is not the
  * root: "no internal processes"; a delegated service cgroup such as
  * systemd's Delegate=yes with the controller in a leaf works) and then in
- * the base's.
+ * the base's. The freezer is not a controller on v2: every cgroup has
+ * cgroup.freeze, so it needs no enabling.
  */
 static int setup_v2(struct ctl_cgroups *cg, int i, const struct mnt *m, const char *own, const char *tag)
 {
-	char *dir = host_path(m, own), *p = NULL, *en = NULL;
-	char buf[512];
-	int err = ORC_ERROR, e;
+	char *dir = host_path(m, own);
+	int ctrl = i != CTL_CG_FREEZER, err;
 
 	if (!dir) {
 		set_why(cg, i, xstrdup("our v2 cgroup is outside the mounted hierarchy"));
 		return ORC_ERROR;
 	}
-	if (i == CTL_CG_FREEZER) {
-		/* Not a controller on v2: every cgroup has cgroup.freeze. */
-		cg->c[i].base = xasprintf("%s/" BASE_PREFIX "%s", dir, tag);
-		if (mkdir(cg->c[i].base, 0755) < 0 && errno != EEXIST) {
-			set_why(cg, i, xasprintf("mkdir \"%s\" failed: %s", cg->c[i].base, strerror(errno)));
-			goto done;
-		}
-		if (!probe_file(cg->c[i].base, probe_v2[i])) {
-			set_why(cg, i, xasprintf("no %s in \"%s\"", probe_v2[i], cg->c[i].base));
-			goto done;
-		}
+	if ((!ctrl || (err = enable_v2(cg, i, dir, 1)) == 0) &&
+	    (err = base_probe(cg, i, dir, tag, probe_v2[i])) == 0 &&
+	    (!ctrl || (err = enable_v2(cg, i, cg->c[i].base, 0)) == 0))
 		cg->c[i].version = 2;
-		err = 0;
-		goto done;
-	}
-	p = xasprintf("%s/cgroup.controllers", dir);
-	if (read_text(buf, sizeof(buf), p) < 0 || !has_word(buf, ctrl_names[i], ' ')) {
-		set_why(cg, i, xasprintf("not bound to a v1 hierarchy and not delegated on v2 (%s)", dir));
-		goto done;
-	}
-	en = xasprintf("+%s", ctrl_names[i]);
-	free(p);
-	p = xasprintf("%s/cgroup.subtree_control", dir);
-	if ((e = write_text(p, en)) < 0) {
-		set_why(cg, i, xasprintf("enabling it in \"%s\" failed: %s", p, strerror(-e)));
-		goto done;
-	}
-	cg->c[i].base = xasprintf("%s/" BASE_PREFIX "%s", dir, tag);
-	if (mkdir(cg->c[i].base, 0755) < 0 && errno != EEXIST) {
-		set_why(cg, i, xasprintf("mkdir \"%s\" failed: %s", cg->c[i].base, strerror(errno)));
-		goto done;
-	}
-	if (!probe_file(cg->c[i].base, probe_v2[i])) {
-		set_why(cg, i, xasprintf("no %s in \"%s\"", probe_v2[i], cg->c[i].base));
-		goto done;
-	}
-	free(p);
-	p = xasprintf("%s/cgroup.subtree_control", cg->c[i].base);
-	if ((e = write_text(p, en)) < 0) {
-		set_why(cg, i, xasprintf("enabling it in \"%s\" failed: %s", p, strerror(-e)));
-		goto done;
-	}
-	cg->c[i].version = 2;
-	err = 0;
-done:
 	if (cg->c[i].base)
 		rmdir(cg->c[i].base);   /* made again by the first sandbox (base_make) */
 	free(dir);
-	free(p);
-	free(en);
 	return err;
 }
 
