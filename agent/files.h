@@ -58,6 +58,21 @@ void agent_reply_err(struct agent_reply *reply, int err, const char *msg);
 /* The byte limit of streamed uploads: ORCHARD_AGENT_MAX_UPLOAD or 1 GiB. */
 uint64_t agent_upload_limit(void);
 
+/* files_range.c: conditional and partial GET /files. */
+
+#define AGENT_RANGE_NONE 1            /* send the whole file */
+#define AGENT_NOT_MODIFIED 2          /* 304 */
+#define AGENT_RANGE_UNSATISFIABLE 3   /* 416 */
+/* The file's strong ETag, quoted (out: 80 bytes is enough). */
+void agent_file_etag(char *out, size_t n, const struct stat *st);
+/* What to send of a file with st and etag, from the request's
+ * If-None-Match, Range and If-Range: 0 (a range: *off, *len) or one of
+ * the AGENT_ values above (*off 0, *len the whole file). */
+int agent_file_conditions(uint64_t *off, uint64_t *len, struct MHD_Connection *conn,
+			  const struct stat *st, const char *etag);
+/* ETag, Last-Modified and Accept-Ranges on resp. */
+void agent_file_validators(struct MHD_Response *resp, const struct stat *st, const char *etag);
+
 /* files_http.c, shared with the base64 and list routes. */
 
 /* Open path for reading when it is a regular file (following symlinks):

@@ -132,10 +132,12 @@ int agent_open_regular(int *fd_out, struct stat *st, const char *path, char *msg
 
 void agent_handle_files_get(struct agent_reply *reply, const struct agent_request *req)
 {
+	static char empty[1];
 	struct MHD_Response *resp;
 	struct stat st;
-	char *path = NULL, msg[512], num[32];
-	int fd, err;
+	char *path = NULL, msg[512], num[32], etag[80], crange[80];
+	uint64_t off, len;
+	int fd, err, what;
 
 	if (agent_arg_path(&path, reply, req, "path", NULL) < 0)
 		return;
@@ -143,11 +145,30 @@ void agent_handle_files_get(struct agent_reply *reply, const struct agent_reques
 		agent_reply_err(reply, err, msg);
 		goto done;
 	}
-	/* MHD owns fd from here (and closes it), sending it with sendfile where it can. */
-	if (!(resp = MHD_create_response_from_fd64((uint64_t)st.st_size, fd))) {
+	agent_file_etag(etag, sizeof(etag), &st);
+	what = agent_file_conditions(&off, &len, req->conn, &st, etag);
+	if (what == AGENT_NOT_MODIFIED || what == AGENT_RANGE_UNSATISFIABLE) {
 		close(fd);
+		fd = -1;
+		resp = MHD_create_response_from_buffer(0, empty, MHD_RESPMEM_PERSISTENT);
+	} else {
+		/* MHD owns fd from here (and closes it), sending it with sendfile where it can. */
+		resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
+	}
+	if (!resp) {
+		if (fd >= 0)
+			close(fd);
 		agent_reply_error(reply, 500, "could not create the response");
 		goto done;
+	}
+	agent_file_validators(resp, &st, etag);
+	if (what == 0) {
+		snprintf(crange, sizeof(crange), "bytes %" PRIu64 "-%" PRIu64 "/%lld", off, off + len - 1,
+			 (long long)st.st_size);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
+	} else if (what == AGENT_RANGE_UNSATISFIABLE) {
+		snprintf(crange, sizeof(crange), "bytes */%lld", (long long)st.st_size);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, crange);
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	snprintf(num, sizeof(num), "%lld", (long long)st.st_size);
@@ -156,7 +177,8 @@ void agent_handle_files_get(struct agent_reply *reply, const struct agent_reques
 	MHD_add_response_header(resp, "X-File-Mode", num);
 	agent_rfc3339(num, sizeof(num), &st.st_mtim);
 	MHD_add_response_header(resp, "X-File-Modified", num);
-	reply->status = 200;
+	reply->status = what == 0 ? 206 : what == AGENT_NOT_MODIFIED ? 304 :
+			what == AGENT_RANGE_UNSATISFIABLE ? 416 : 200;
 	reply->response = resp;
 done:
 	free(path);

@@ -45,6 +45,7 @@ enum api_err {
 	API_ENOTREADY = -102,   /* 409: sandbox not ready */
 	API_EAGENT = -103,      /* 502: agent answered nonsense */
 	API_EAGAIN = -104,      /* internal, never replied: a job's turn has not come */
+	API_EPRECOND = -105,    /* 412: If-Match does not hold */
 };
 
 /* ---- serve.c: a FastCGI listening socket and its request threads ------- */
@@ -251,6 +252,7 @@ int api_job_cancel(struct api_req *r);               /* job_cancel.c */
 int api_tenant_list(struct api_req *r);              /* tenants.c (admin) */
 int api_tenant_create(struct api_req *r);
 int api_tenant_patch(struct api_req *r);
+int api_tenant_get(struct api_req *r);
 int api_key_list(struct api_req *r);                 /* keys.c (admin) */
 int api_key_revoke(struct api_req *r);
 int api_key_create(struct api_req *r);

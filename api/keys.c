@@ -238,5 +238,6 @@ int api_key_create(struct api_req *r)
 	view = api_own_json(r, key_view(res, 0));
 	json_object_object_add(view, "key", json_object_new_string(key.full));
 	orc_key_wipe(&key);
+	api_req_add_header(r, "Location", "/v1/keys/%s", PQgetvalue(res, 0, K_KEY_ID));
 	return api_reply_json(r, 201, view);
 }

@@ -31,6 +31,7 @@ static const struct {
 	{ API_EMETHOD,     405, "method_not_allowed", NULL },
 	{ API_ENOTREADY,   409, "not_ready", NULL },
 	{ API_EAGENT,      502, "agent_error", NULL },
+	{ API_EPRECOND,    412, "precondition_failed", NULL },
 	{ ORC_ERROR,       500, "internal", NULL },
 };
 

@@ -53,6 +53,7 @@ static const struct api_route routes[] = {
 	{ "POST",   "/jobs/{id}/cancel",         api_job_cancel,        0 },
 	{ "GET",    "/tenants",                  api_tenant_list,       ROUTE_ADMIN },
 	{ "POST",   "/tenants",                  api_tenant_create,     ROUTE_ADMIN },
+	{ "GET",    "/tenants/{id}",             api_tenant_get,        ROUTE_ADMIN },
 	{ "PATCH",  "/tenants/{id}",             api_tenant_patch,      ROUTE_ADMIN },
 	{ "GET",    "/keys",                     api_key_list,          ROUTE_ADMIN },
 	{ "POST",   "/keys",                     api_key_create,        ROUTE_ADMIN },

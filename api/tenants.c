@@ -4,7 +4,9 @@
  *
  *   GET   /tenants          every tenant, by name, with its usage
  *   POST  /tenants          {name, max_sandboxes?, max_cpu_millis?, max_memory_bytes?} -> 201
- *   PATCH /tenants/{name}   change quotas; a field set to null removes that quota
+ *   GET   /tenants/{name}   one tenant, with an ETag over its settings
+ *   PATCH /tenants/{name}   change quotas; a field set to null removes that quota;
+ *                           If-Match: only while the ETag still holds (412)
  *
  * Quotas are enforced when sandboxes are created (quota.c); lowering one
  * never touches sandboxes that already exist. Unknown fields are 422 here
@@ -16,6 +18,7 @@
 #include "api.h"
 #include "err.h"
 #include "json.h"
+#include "sha256.h"
 #include "strutil.h"
 
 #define TENANT_COLS \
@@ -142,23 +145,124 @@ static int parse_tenant_patch(struct quota_patch *p, json_object *body, char *ms
 	return 0;
 }
 
-static int reply_tenant(struct api_req *r, int status, const char *name)
+/*
+ * The tenant's ETag: a hash of its view without the usage, so it changes
+ * when its settings do and not when its sandboxes come and go (out: the
+ * quoted tag, 20 bytes).
+ */
+static void tenant_etag(char *out, size_t n, json_object *view)
+{
+	json_object *usage = NULL;
+	struct orc_sha256 h;
+	const char *s;
+	size_t len = 0;
+	char hex[65];
+
+	json_object_object_get_ex(view, "usage", &usage);
+	json_object_get(usage);
+	json_object_object_del(view, "usage");
+	s = orc_json_str(view, &len);
+	orc_sha256_init(&h);
+	orc_sha256_update(&h, s, len);
+	orc_sha256_hex(&h, hex);
+	json_object_object_add(view, "usage", usage);
+	snprintf(out, n, "\"%.16s\"", hex);
+}
+
+/* Does If-Match (a list of tags, or "*") hold for etag? */
+static int if_match_holds(const char *if_match, const char *etag)
+{
+	size_t n = strlen(etag);
+	const char *p = if_match;
+
+	while (*p) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (*p == '*' || (!strncmp(p, etag, n) && (p[n] == '\0' || p[n] == ',' || p[n] == ' ')))
+			return 1;
+		while (*p && *p != ',')
+			p++;
+	}
+	return 0;
+}
+
+/* The tenant's row on db (FOR UPDATE: locked until the transaction ends). */
+static int fetch_tenant(PGresult **out, PGconn *db, const char *name, int for_update)
 {
 	const char *params[1] = { name };
 	PGresult *res = NULL;
+	int err;
+
+	err = orc_pg_query(&res, db, for_update ?
+			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 FOR UPDATE OF t" :
+			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1", 1, params);
+	if (err < 0)
+		return err;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return ORC_ENOTFOUND;
+	}
+	*out = res;
+	return 0;
+}
+
+static int reply_tenant(struct api_req *r, int status, const char *name)
+{
+	PGresult *res = NULL;
 	PGconn *db = NULL;
+	json_object *view;
+	char etag[24];
 	int err;
 
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(&res, db, "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1", 1, params);
+	err = fetch_tenant(&res, db, name, 0);
 	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "tenant \"%s\" not found", name);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot read tenant \"%s\"", name);
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1)
-		return api_reply_error(r, ORC_ENOTFOUND, "tenant \"%s\" not found", name);
-	return api_reply_json(r, status, api_own_json(r, tenant_view(res, 0)));
+	view = api_own_json(r, tenant_view(res, 0));
+	tenant_etag(etag, sizeof(etag), view);
+	api_req_add_header(r, "ETag", "%s", etag);
+	if (status == 201)
+		api_req_add_header(r, "Location", "/v1/tenants/%s", name);
+	return api_reply_json(r, status, view);
+}
+
+int api_tenant_get(struct api_req *r)
+{
+	return reply_tenant(r, 200, r->id);
+}
+
+/* Under If-Match: lock the tenant's row in a transaction on db and check
+ * its tag; 0 (the transaction open), or an error replied. */
+static int check_if_match(struct api_req *r, PGconn *db, const char *if_match)
+{
+	PGresult *res = NULL;
+	json_object *view;
+	char etag[24];
+	int err;
+
+	if ((err = orc_pg_begin(db)) < 0)
+		return api_reply_error(r, err, "cannot change tenant \"%s\"", r->id);
+	if ((err = fetch_tenant(&res, db, r->id, 1)) < 0) {
+		orc_pg_rollback(db);
+		if (err == ORC_ENOTFOUND)
+			return api_reply_error(r, err, "tenant \"%s\" not found", r->id);
+		return api_reply_error(r, err, "cannot read tenant \"%s\"", r->id);
+	}
+	view = tenant_view(res, 0);
+	tenant_etag(etag, sizeof(etag), view);
+	json_object_put(view);
+	PQclear(res);
+	if (if_match_holds(if_match, etag))
+		return 0;
+	orc_pg_rollback(db);
+	api_req_add_header(r, "ETag", "%s", etag);
+	return api_reply_error(r, API_EPRECOND, "tenant \"%s\" changed since you read it: If-Match %.100s,"
+			       " its ETag is now %s; read it again and retry", r->id, if_match, etag);
 }
 
 int api_tenant_list(struct api_req *r)
@@ -214,6 +318,7 @@ int api_tenant_create(struct api_req *r)
 
 int api_tenant_patch(struct api_req *r)
 {
+	const char *if_match = api_req_param(r, "HTTP_IF_MATCH");   /* "" as none */
 	struct quota_patch p;
 	json_object *body;
 	const char *params[7];
@@ -223,6 +328,8 @@ int api_tenant_patch(struct api_req *r)
 	size_t i;
 	int err;
 
+	if (if_match && !*if_match)
+		if_match = NULL;
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
 	if ((err = parse_tenant_patch(&p, body, msg, sizeof(msg))) < 0)
@@ -234,11 +341,19 @@ int api_tenant_patch(struct api_req *r)
 	}
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
+	if (if_match && (err = check_if_match(r, db, if_match)) < 0) {
+		orc_pg_pool_release(&api_server.db, db);
+		return err;
+	}
 	err = orc_pg_query(&res, db, "UPDATE tenants SET"
 			   " max_sandboxes = CASE WHEN $2::boolean THEN $3::int ELSE max_sandboxes END,"
 			   " max_cpu_millis = CASE WHEN $4::boolean THEN $5::int ELSE max_cpu_millis END,"
 			   " max_memory_bytes = CASE WHEN $6::boolean THEN $7::bigint"
 			   " ELSE max_memory_bytes END WHERE name = $1 RETURNING id", 7, params);
+	if (if_match && err == 0)
+		err = orc_pg_commit(db);
+	else if (if_match)
+		orc_pg_rollback(db);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot change tenant \"%s\"", r->id);
