@@ -21,25 +21,6 @@ void agent_file_etag(char *out, size_t n, const struct stat *st)
 		 (uint64_t)st->st_size, (uint64_t)st->st_mtim.tv_sec, (unsigned long)st->st_mtim.tv_nsec);
 }
 
-/* Does the If-None-Match / If-Range list v hold etag (or "*")? */
-static int etag_listed(const char *v, const char *etag)
-{
-	size_t n = strlen(etag);
-	const char *p = v;
-
-	while (*p) {
-		while (*p == ' ' || *p == '\t' || *p == ',')
-			p++;
-		if (!strncmp(p, "W/", 2))   /* weak comparison for If-None-Match */
-			p += 2;
-		if (*p == '*' || (!strncmp(p, etag, n) && (p[n] == '\0' || p[n] == ',' || p[n] == ' ')))
-			return 1;
-		while (*p && *p != ',')
-			p++;
-	}
-	return 0;
-}
-
 /* "bytes=A-B", "bytes=A-" or "bytes=-N" against size: 0 with the range,
  * AGENT_RANGE_NONE when it is not one range we serve (send it all),
  * AGENT_RANGE_UNSATISFIABLE. */
@@ -84,7 +65,7 @@ int agent_file_conditions(uint64_t *off, uint64_t *len, struct MHD_Connection *c
 
 	*off = 0;
 	*len = (uint64_t)st->st_size;
-	if (inm && etag_listed(inm, etag))
+	if (inm && orc_etag_listed(inm, etag, 1))
 		return AGENT_NOT_MODIFIED;
 	/* If-Range with another validator: the file changed, send all of it */
 	if (!range || (if_range && strcmp(if_range, etag)))

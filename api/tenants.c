@@ -169,23 +169,6 @@ static void tenant_etag(char *out, size_t n, json_object *view)
 	snprintf(out, n, "\"%.16s\"", hex);
 }
 
-/* Does If-Match (a list of tags, or "*") hold for etag? */
-static int if_match_holds(const char *if_match, const char *etag)
-{
-	size_t n = strlen(etag);
-	const char *p = if_match;
-
-	while (*p) {
-		while (*p == ' ' || *p == '\t' || *p == ',')
-			p++;
-		if (*p == '*' || (!strncmp(p, etag, n) && (p[n] == '\0' || p[n] == ',' || p[n] == ' ')))
-			return 1;
-		while (*p && *p != ',')
-			p++;
-	}
-	return 0;
-}
-
 /* The tenant's row on db (FOR UPDATE: locked until the transaction ends). */
 static int fetch_tenant(PGresult **out, PGconn *db, const char *name, int for_update)
 {
@@ -257,7 +240,7 @@ static int check_if_match(struct api_req *r, PGconn *db, const char *if_match)
 	tenant_etag(etag, sizeof(etag), view);
 	json_object_put(view);
 	PQclear(res);
-	if (if_match_holds(if_match, etag))
+	if (orc_etag_listed(if_match, etag, 0))
 		return 0;
 	orc_pg_rollback(db);
 	api_req_add_header(r, "ETag", "%s", etag);

@@ -233,3 +233,22 @@ int64_t orc_mono_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+int orc_etag_listed(const char *list, const char *etag, int weak)
+{
+	size_t n = strlen(etag);
+	const char *p = list;
+
+	while (*p) {
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		if (weak && !strncmp(p, "W/", 2))
+			p += 2;
+		if (*p == '*' || (!strncmp(p, etag, n) && (p[n] == '\0' || p[n] == ',' || p[n] == ' ' ||
+							   p[n] == '\t')))
+			return 1;
+		while (*p && *p != ',')
+			p++;
+	}
+	return 0;
+}

@@ -33,4 +33,7 @@ int orc_ct_equal(const void *a, const void *b, size_t n);
 double orc_now(void);
 /* Monotonic milliseconds. */
 int64_t orc_mono_ms(void);
+/* Does an If-Match / If-None-Match list ("*", or quoted tags separated by
+ * commas) name etag (quoted)? weak: W/"x" matches "x" (If-None-Match). */
+int orc_etag_listed(const char *list, const char *etag, int weak);
 #endif

@@ -106,6 +106,18 @@ static void ct_equal_compares(void)
 	CHECK(orc_ct_equal("", "", 0));
 }
 
+static void etag_lists(void)
+{
+	CHECK(orc_etag_listed("\"a1\"", "\"a1\"", 0));
+	CHECK(orc_etag_listed("\"x\", \"a1\"", "\"a1\"", 0));
+	CHECK(orc_etag_listed("*", "\"a1\"", 0));
+	CHECK(!orc_etag_listed("\"a12\"", "\"a1\"", 0));
+	CHECK(!orc_etag_listed("\"a\"", "\"a1\"", 0));
+	CHECK(!orc_etag_listed("W/\"a1\"", "\"a1\"", 0));   /* If-Match is strong */
+	CHECK(orc_etag_listed("W/\"a1\"", "\"a1\"", 1));
+	CHECK(!orc_etag_listed("", "\"a1\"", 1));
+}
+
 const struct unit_test strutil_tests[] = {
 	{ "parse_i64_is_strict", parse_i64_is_strict },
 	{ "parse_cpu_quantities", parse_cpu_quantities },
@@ -114,5 +126,6 @@ const struct unit_test strutil_tests[] = {
 	{ "utf8_validation", utf8_validation },
 	{ "random_hex_is_hex_and_varies", random_hex_is_hex_and_varies },
 	{ "ct_equal_compares", ct_equal_compares },
+	{ "etag_lists", etag_lists },
 	{ NULL, NULL },
 };
