@@ -11,6 +11,7 @@
 #include <string.h>
 #include <openssl/evp.h>
 
+#include "checkpoint.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
@@ -82,6 +83,63 @@ static int reply_refused(struct api_req *r, const struct api_subreq *a)
 	return a->status == 429 ? ORC_EQUOTA : ORC_EINVALID;
 }
 
+/*
+ * A fork's replay starts from its parent's checkpoint while that exists
+ * (issue 21, docs/checkpoints.md): 1 with c->sid set, or 0 to create from
+ * the image. rep's "start" says which, and why. labels: the replay's.
+ */
+static int start_from_checkpoint(struct replay_ctx *c, struct orc_traj_report *rep,
+				 json_object *header, json_object *labels)
+{
+	json_object *ff = field(header, "forked_from"), *start, *body, *ids = NULL;
+	const char *ck = str_of(ff, "checkpoint_id", NULL), *why = NULL;
+	struct api_subreq a = API_SUBREQ_INIT;
+	char *reason = NULL;
+	int ok = 0;
+
+	if (!ck)
+		return 0;
+	start = json_object_new_object();
+	json_object_object_add(start, "checkpoint_id", json_object_new_string(ck));
+	json_object_object_add(start, "parent_sandbox_id", json_object_get(field(ff, "sandbox_id")));
+	json_object_object_add(start, "parent_step", json_object_get(field(ff, "step")));
+	if (c->o->image) {
+		why = "an image was given: started from it, without the parent's state";
+	} else {
+		body = json_object_new_object();
+		json_object_object_add(body, "count", json_object_new_int(1));
+		if (labels)
+			json_object_object_add(body, "labels", json_object_get(labels));
+		if (api_subreq_json(&a, c->r, "POST", "/checkpoints/{id}/fork", api_checkpoint_fork, ck,
+				    body) == 0 && a.status == 200 &&
+		    json_object_object_get_ex(a.json, "sandbox_ids", &ids) &&
+		    json_object_array_length(ids) == 1 &&
+		    strlen(json_object_get_string(json_object_array_get_idx(ids, 0))) < sizeof(c->sid_buf)) {
+			snprintf(c->sid_buf, sizeof(c->sid_buf), "%s",
+				 json_object_get_string(json_object_array_get_idx(ids, 0)));
+			ok = 1;
+		} else {
+			reason = xasprintf("the parent's checkpoint cannot be forked (%s): started from the "
+					   "image, without the parent's prefix",
+					   str_of(a.json, "detail", "no answer"));
+		}
+		json_object_put(body);
+	}
+	json_object_object_add(start, "from", json_object_new_string(ok ? "checkpoint" : "image"));
+	if (why || reason)
+		json_object_object_add(start, "reason", json_object_new_string(reason ? reason : why));
+	json_object_object_add(rep->obj, "start", start);
+	free(reason);
+	api_subreq_release(&a);
+	if (!ok)
+		return 0;
+	c->sid = c->sid_buf;
+	orc_traj_report_sandbox(rep, c->sid);
+	orc_log(ORC_LOG_INFO, "replay started from a checkpoint", "sandbox_id", c->sid, "replay_of",
+		str_of(header, "sandbox_id", ""), "checkpoint_id", ck, NULL);
+	return 1;
+}
+
 static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, const struct orc_traj *t)
 {
 	struct api_subreq a = API_SUBREQ_INIT;
@@ -91,6 +149,10 @@ static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, con
 	const char *sid;
 	int err;
 
+	if (start_from_checkpoint(c, rep, header, field(body, "labels"))) {
+		json_object_put(body);
+		return 0;
+	}
 	memset(&call, 0, sizeof(call));
 	call.method = "POST";
 	call.path = "/sandboxes";
