@@ -136,6 +136,8 @@ int api_req_end_input(struct api_req *r);
 const char *api_req_param(struct api_req *r, const char *name);
 /* The last value of a query parameter, or NULL. */
 const char *api_req_query(struct api_req *r, const char *key);
+/* A boolean query parameter: absent, empty, 0 or false is 0; 1 or true is 1; else 422 (replied). */
+int api_req_query_bool(int *out, struct api_req *r, const char *key);
 /* Parse the body as a JSON object (400 on failure, replied). */
 int api_req_json_body(json_object **out, struct api_req *r);
 /* The same for a route whose body is optional: no body at all is {}. */
@@ -253,6 +255,8 @@ int api_tenant_list(struct api_req *r);              /* tenants.c (admin) */
 int api_tenant_create(struct api_req *r);
 int api_tenant_patch(struct api_req *r);
 int api_tenant_get(struct api_req *r);
+/* tenant_delete.c: DELETE /tenants/{name}[?force=true]. */
+int api_tenant_delete(struct api_req *r);
 int api_key_list(struct api_req *r);                 /* keys.c (admin) */
 int api_key_revoke(struct api_req *r);
 int api_key_create(struct api_req *r);

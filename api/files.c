@@ -524,21 +524,6 @@ static int parse_mkdir(const char **path, const char **mode, int *parents, json_
 	return 0;
 }
 
-/* ?recursive= of a delete: absent, empty, 0 or false is 0; 1 or true is 1; else 422 (replied). */
-static int query_recursive(int *out, struct api_req *r)
-{
-	const char *rec = api_req_query(r, "recursive");
-
-	if (rec && (!strcmp(rec, "1") || !strcmp(rec, "true")))
-		*out = 1;
-	else if (rec && *rec && strcmp(rec, "0") && strcmp(rec, "false"))
-		return api_reply_error(r, ORC_EINVALID, "query parameter 'recursive' must be true or "
-				       "false");
-	else
-		*out = 0;
-	return 0;
-}
-
 int api_files_mkdir(struct api_req *r)
 {
 	json_object *body, *d;
@@ -564,7 +549,8 @@ int api_files_delete(struct api_req *r)
 	json_object *d;
 	int recursive = 0, err;
 
-	if ((err = query_path(&path, r, NULL)) < 0 || (err = query_recursive(&recursive, r)) < 0)
+	if ((err = query_path(&path, r, NULL)) < 0 ||
+	    (err = api_req_query_bool(&recursive, r, "recursive")) < 0)
 		return err;
 	d = json_object_new_object();
 	json_object_object_add(d, "path", json_object_new_string(path));

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "apikey.h"
+#include "apikey_db.h"
 #include "err.h"
 #include "json.h"
 #include "strutil.h"
@@ -196,45 +196,38 @@ static int parse_key_create(struct api_req *r, json_object *body, const char **t
 
 int api_key_create(struct api_req *r)
 {
-	const char *tenant, *role, *name, *params[5];
+	const char *tenant, *role, *name, *params[1];
 	struct orc_key key;
 	json_object *body, *view;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	int err = ORC_ERROR, tries;
+	char id[24];
+	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
 	if ((err = parse_key_create(r, body, &tenant, &role, &name)) < 0)
 		return err;
 	memset(&key, 0, sizeof(key));
-	for (tries = 0; tries < ORC_KEY_CREATE_TRIES; tries++) {
-		if ((err = orc_key_generate(&key)) < 0)
-			break;
-		params[0] = tenant;
-		params[1] = key.key_id;
-		params[2] = key.hash;
-		params[3] = role;
-		params[4] = name;
-		if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-			break;
-		err = orc_pg_query(&res, db,
-			"WITH k AS (INSERT INTO api_keys (tenant_id, key_id, secret_hash, role, name)"
-			" SELECT id, $2, $3, $4, $5 FROM tenants WHERE name = $1 RETURNING *)"
-			" SELECT " KEY_COLS " FROM k JOIN tenants t ON t.id = k.tenant_id", 5, params);
-		orc_pg_pool_release(&api_server.db, db);
-		if (err != ORC_ECONFLICT)
-			break;
+	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
+		return api_reply_error(r, err, "database unavailable");
+	if ((err = orc_key_insert(id, &key, db, tenant, role, name)) == 0) {
+		params[0] = id;
+		err = orc_pg_query(&res, db, "SELECT " KEY_COLS " FROM api_keys k JOIN tenants t"
+				   " ON t.id = k.tenant_id WHERE k.id = $1::bigint", 1, params);
 	}
-	if (err < 0) {
+	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ENOTFOUND) {
 		orc_key_wipe(&key);
-		return api_reply_error(r, err, "cannot create a key for tenant \"%s\"", tenant);
+		return api_reply_error(r, err, "tenant \"%s\" not found", tenant);
+	}
+	if (err < 0 || PQntuples(res) != 1) {
+		orc_key_wipe(&key);
+		PQclear(res);
+		return api_reply_error(r, err < 0 ? err : ORC_ERROR, "cannot create a key for tenant \"%s\"",
+				       tenant);
 	}
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1) {
-		orc_key_wipe(&key);
-		return api_reply_error(r, ORC_ENOTFOUND, "tenant \"%s\" not found", tenant);
-	}
 	view = api_own_json(r, key_view(res, 0));
 	json_object_object_add(view, "key", json_object_new_string(key.full));
 	orc_key_wipe(&key);

@@ -136,6 +136,19 @@ const char *api_req_query(struct api_req *r, const char *key)
 	return NULL;
 }
 
+int api_req_query_bool(int *out, struct api_req *r, const char *key)
+{
+	const char *v = api_req_query(r, key);
+
+	if (v && (!strcmp(v, "1") || !strcmp(v, "true")))
+		*out = 1;
+	else if (v && *v && strcmp(v, "0") && strcmp(v, "false"))
+		return api_reply_error(r, ORC_EINVALID, "query parameter '%s' must be true or false", key);
+	else
+		*out = 0;
+	return 0;
+}
+
 static int read_body(struct api_req *r)
 {
 	const char *cl = api_req_param(r, "CONTENT_LENGTH");

@@ -4,8 +4,8 @@
  *   GET /ready      readiness: the database answers AND an orchard-controller
  *                   holds the leader lock (the advisory lock of
  *                   controller/leader.h, seen in pg_locks). 200, or 503 with
- *                   the reason. Needs no tenant, so it works whether or not
- *                   nginx authenticates it.
+ *                   the reason. Public: nginx does not authenticate it (a
+ *                   load balancer's probe has no key), and it needs no tenant.
  *   GET /resources  capacity in Orchard's shape (status "ok", nodes,
  *                   total_capacity, total_allocatable, total_requested,
  *                   available, sandbox_pods as a list of pods), from the

@@ -55,6 +55,7 @@ static const struct api_route routes[] = {
 	{ "POST",   "/tenants",                  api_tenant_create,     ROUTE_ADMIN },
 	{ "GET",    "/tenants/{id}",             api_tenant_get,        ROUTE_ADMIN },
 	{ "PATCH",  "/tenants/{id}",             api_tenant_patch,      ROUTE_ADMIN },
+	{ "DELETE", "/tenants/{id}",             api_tenant_delete,     ROUTE_ADMIN },
 	{ "GET",    "/keys",                     api_key_list,          ROUTE_ADMIN },
 	{ "POST",   "/keys",                     api_key_create,        ROUTE_ADMIN },
 	{ "DELETE", "/keys/{id}",                api_key_revoke,        ROUTE_ADMIN },

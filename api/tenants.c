@@ -177,8 +177,10 @@ static int fetch_tenant(PGresult **out, PGconn *db, const char *name, int for_up
 	int err;
 
 	err = orc_pg_query(&res, db, for_update ?
-			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 FOR UPDATE OF t" :
-			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1", 1, params);
+			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 AND t.deleted_at IS NULL"
+			   " FOR UPDATE OF t" :
+			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 AND t.deleted_at IS NULL",
+			   1, params);
 	if (err < 0)
 		return err;
 	if (PQntuples(res) != 1) {
@@ -257,7 +259,8 @@ int api_tenant_list(struct api_req *r)
 
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(&res, db, "SELECT " TENANT_COLS " FROM tenants t ORDER BY t.name", 0, NULL);
+	err = orc_pg_query(&res, db, "SELECT " TENANT_COLS " FROM tenants t WHERE t.deleted_at IS NULL"
+			   " ORDER BY t.name", 0, NULL);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot list tenants");
@@ -293,7 +296,8 @@ int api_tenant_create(struct api_req *r)
 			   " max_memory_bytes) VALUES ($1, $2::int, $3::int, $4::bigint)", 4, params);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == ORC_ECONFLICT)
-		return api_reply_error(r, err, "tenant \"%s\" already exists", name);
+		return api_reply_error(r, err, "tenant \"%s\" already exists (or was deleted: names are "
+				       "not reused)", name);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create tenant \"%s\"", name);
 	return reply_tenant(r, 201, name);
@@ -332,7 +336,8 @@ int api_tenant_patch(struct api_req *r)
 			   " max_sandboxes = CASE WHEN $2::boolean THEN $3::int ELSE max_sandboxes END,"
 			   " max_cpu_millis = CASE WHEN $4::boolean THEN $5::int ELSE max_cpu_millis END,"
 			   " max_memory_bytes = CASE WHEN $6::boolean THEN $7::bigint"
-			   " ELSE max_memory_bytes END WHERE name = $1 RETURNING id", 7, params);
+			   " ELSE max_memory_bytes END WHERE name = $1 AND deleted_at IS NULL RETURNING id",
+			   7, params);
 	if (if_match && err == 0)
 		err = orc_pg_commit(db);
 	else if (if_match)

@@ -316,6 +316,7 @@ CLI_CMD(jobs_get); CLI_CMD(jobs_wait); CLI_CMD(jobs_ls); CLI_CMD(jobs_cancel); C
 CLI_CMD(cp); CLI_CMD(files_ls); CLI_CMD(files_cat); CLI_CMD(files_rm); CLI_CMD(files_mkdir);
 CLI_CMD(patch_apply); CLI_CMD(patch_diff); CLI_CMD(patch_reset); CLI_CMD(shell);
 CLI_CMD(keys_ls); CLI_CMD(keys_revoke); CLI_CMD(tenants_ls); CLI_CMD(tenants_create); CLI_CMD(tenants_set);
+CLI_CMD(keys_create); CLI_CMD(tenants_delete);
 #undef CLI_CMD
 
 /* Usage texts and option tables, kept beside each command's code. */
@@ -328,13 +329,14 @@ extern const char create_usage[], ls_usage[], get_usage[], describe_usage[], wai
 	files_usage[], files_ls_usage[], files_cat_usage[], files_rm_usage[], files_mkdir_usage[],
 	patch_usage[], patch_apply_usage[], patch_diff_usage[], patch_reset_usage[], shell_usage[],
 	keys_usage[], keys_ls_usage[], keys_revoke_usage[], tenants_usage[], tenants_ls_usage[],
-	tenants_create_usage[], tenants_set_usage[];
+	tenants_create_usage[], tenants_set_usage[], keys_create_usage[], tenants_delete_usage[];
 extern const struct option create_opts[], ls_opts[], get_opts[], describe_opts[], wait_opts[],
 	rm_opts[], heartbeat_opts[], exec_opts[], common_opts[], completion_opts[],
 	config_set_context_opts[], config_get_contexts_opts[], config_view_opts[], jobs_get_opts[], jobs_wait_opts[],
 	jobs_ls_opts[], jobs_logs_opts[], cp_opts[],
 	files_ls_opts[], files_rm_opts[], files_mkdir_opts[], patch_apply_opts[], patch_diff_opts[],
-	patch_reset_opts[], shell_opts[], keys_ls_opts[], tenants_ls_opts[], tenants_set_opts[];
+	patch_reset_opts[], shell_opts[], keys_ls_opts[], tenants_ls_opts[], tenants_set_opts[],
+	keys_create_opts[], tenants_delete_opts[];
 /* cmd_checkpoint.c: checkpoints, forks, pause and resume (docs/checkpoints.md). */
 int cmd_checkpoint_create(struct cli_config *cfg, int argc, char **argv);
 int cmd_checkpoint_ls(struct cli_config *cfg, int argc, char **argv);

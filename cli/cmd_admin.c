@@ -1,8 +1,8 @@
 /*
  * orchardctl keys ls|revoke and tenants ls|create|set: what an admin key
  * may do through the API (GET/DELETE /v1/keys, GET/POST/PATCH
- * /v1/tenants). Keys are created with `orchard-admin key create`, which
- * needs the database: the API never hands out secrets.
+ * /v1/tenants). keys create (cmd_keys_create.c) and tenants delete
+ * (cmd_tenants_delete.c) live in files of their own.
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,10 +13,11 @@
 #include "xalloc.h"
 
 const char keys_usage[] =
-	"usage: orchardctl keys ls|revoke ...\n"
+	"usage: orchardctl keys create|ls|revoke ...\n"
 	"\n"
-	"List and revoke API keys (admin keys only). New keys are made with\n"
-	"`orchard-admin key create` on a machine that reaches the database.\n";
+	"Create, list and revoke API keys (admin keys only). `orchard-admin key\n"
+	"create` does the same from a machine that reaches the database (for the\n"
+	"first admin key).\n";
 
 const char keys_ls_usage[] =
 	"usage: orchardctl keys ls [--tenant NAME] [-o FORMAT] [--no-headers] [-q]\n"
@@ -35,10 +36,10 @@ const char keys_revoke_usage[] =
 	"Every api replica refuses a revoked key at once. Revoking twice is fine.\n";
 
 const char tenants_usage[] =
-	"usage: orchardctl tenants ls|create|set ...\n"
+	"usage: orchardctl tenants ls|create|set|delete ...\n"
 	"\n"
-	"List tenants with their usage, create them and change their quotas\n"
-	"(admin keys only).\n";
+	"List tenants with their usage, create them, change their quotas and delete\n"
+	"them (admin keys only).\n";
 
 const char tenants_ls_usage[] =
 	"usage: orchardctl tenants ls [-o FORMAT] [--no-headers] [-q]\n"

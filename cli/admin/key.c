@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "admin.h"
-#include "apikey.h"
+#include "apikey_db.h"
 #include "err.h"
 #include "strutil.h"
 
@@ -80,9 +80,8 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 	};
 	struct orc_key key;
 	const char *tenant = NULL, *label = NULL, *role = "user";
-	const char *params[5];
-	PGresult *res = NULL;
-	int opt, err = ORC_ERROR, tries, create_tenant = 0, rc = ADMIN_FAIL;
+	char id[24];
+	int opt, err, create_tenant = 0, rc = ADMIN_FAIL;
 
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -112,31 +111,15 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 		return ADMIN_FAIL;
 	if (create_tenant && ensure_tenant(ctx, tenant) < 0)
 		return ADMIN_FAIL;
-	/* A key id collision (48 random bits) is unlikely; retry it anyway. */
-	for (tries = 0; tries < ORC_KEY_CREATE_TRIES; tries++) {
-		if (orc_key_generate(&key) < 0) {
-			admin_error("argon2id hashing failed");
-			goto done;
-		}
-		params[0] = tenant;
-		params[1] = key.key_id;
-		params[2] = key.hash;
-		params[3] = role;
-		params[4] = label;
-		err = admin_query(&res, ctx,
-				  "INSERT INTO api_keys (tenant_id, key_id, secret_hash, role, name)"
-				  " SELECT id, $2, $3, $4, $5 FROM tenants WHERE name = $1"
-				  " RETURNING id", 5, params);
-		if (err != ORC_ECONFLICT)
-			break;
-	}
-	if (err < 0) {
-		admin_error("creating key failed: %s", ctx->errmsg);
-		goto done;
-	}
-	if (PQntuples(res) != 1) {
+	memset(&key, 0, sizeof(key));
+	err = orc_key_insert(id, &key, ctx->conn, tenant, role, label);
+	if (err == ORC_ENOTFOUND) {
 		admin_error("tenant \"%s\" does not exist (create it with `orchard-admin tenant create %s`"
 			    " or pass --create-tenant)", tenant, tenant);
+		goto done;
+	}
+	if (err < 0) {
+		admin_error("creating key failed: %s", PQerrorMessage(ctx->conn));
 		goto done;
 	}
 	printf("%s\n", key.full);
@@ -146,11 +129,10 @@ static int key_create(struct admin_ctx *ctx, int argc, char **argv)
 	}
 	if (isatty(STDERR_FILENO))
 		fprintf(stderr, "created %s key %s (id %s) for tenant \"%s\"; it is shown only once\n",
-			role, key.key_id, PQgetvalue(res, 0, 0), tenant);
+			role, key.key_id, id, tenant);
 	rc = ADMIN_OK;
 done:
 	orc_key_wipe(&key);
-	PQclear(res);
 	return rc;
 }
 

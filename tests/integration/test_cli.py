@@ -36,8 +36,8 @@ SUBCOMMANDS = {"files": ["ls", "cat", "rm", "mkdir"],
                "jobs": ["ls", "get", "wait", "logs", "cancel"],
                "trajectory": ["export"],
                "checkpoint": ["create", "ls", "get", "rm"],
-               "keys": ["ls", "revoke"],
-               "tenants": ["ls", "create", "set"],
+               "keys": ["create", "ls", "revoke"],
+               "tenants": ["ls", "create", "set", "delete"],
                "config": ["set-context", "use-context", "get-contexts", "current-context",
                           "view", "delete-context"]}
 KEY = "orch_0123456789ab_" + "f" * 40
@@ -794,6 +794,51 @@ def test_debug_on_the_real_stack_never_shows_the_key(stack, sandbox, home, tmp_p
         assert re.search(r"-> 2\d\d \(request [0-9a-f]+", r.stderr), (args, r.stderr)
         assert key not in r.stderr and key not in r.stdout, args
         assert key.split("_")[-1] not in r.stderr, args
+
+
+def test_keys_create_and_tenants_delete(stack, admin, home):
+    t = "del-%d" % os.getpid()
+    assert sctl(stack, home, "tenants", "create", t).returncode == 0
+    r = sctl(stack, home, "keys", "create", "--tenant", t, "--name", "ci")
+    assert r.returncode == 0 and re.fullmatch(r"orch_[0-9a-f]{12}_[0-9a-f]{40}\n", r.stdout), r.stderr
+    key = r.stdout.strip()
+    got = json.loads(sctl(stack, home, "keys", "create", "--tenant", t, "--admin", "-o", "json").stdout)
+    assert (got["tenant"], got["role"], got["key"].startswith("orch_" + got["key_id"])) == (t, "admin", True)
+    r = sctl(stack, home, "keys", "create", "--tenant", "no-such-tenant-x")
+    assert r.returncode == 125 and "not found (HTTP 404" in r.stderr
+    assert sctl(stack, home, "keys", "create").returncode == 125                      # --tenant required
+    sid = sctl(stack, home, "create", key=key).stdout.strip()
+    assert sctl(stack, home, "get", sid, key=key).returncode == 0
+
+    # Live sandboxes: refused, nothing changed.
+    r = sctl(stack, home, "tenants", "delete", t)
+    assert r.returncode == 125 and "has 1 live sandbox" in r.stderr and "(HTTP 409" in r.stderr, r.stderr
+    assert sctl(stack, home, "get", sid, key=key).returncode == 0
+    assert t in sctl(stack, home, "tenants", "ls", "-q").stdout.split()
+    # Not the tenant of the key in use.
+    mine = admin.get(stack.url + "/v1/keys").json()["keys"]
+    own = [k["tenant"] for k in mine if stack.admin_key.startswith("orch_%s_" % k["key_id"])][0]
+    r = sctl(stack, home, "tenants", "delete", own)
+    assert r.returncode == 125 and "tenant of the key making this request" in r.stderr, r.stderr
+    assert admin.delete("%s/v1/tenants/%s?force=maybe" % (stack.url, t)).status_code == 422
+
+    r = sctl(stack, home, "tenants", "delete", t, "--force")
+    assert (r.returncode, r.stdout) == (0, "%s (sandboxes deleted: 1, checkpoints deleted: 0, "
+                                           "keys revoked: 2)\n" % t), r.stderr
+    assert t not in sctl(stack, home, "tenants", "ls", "-q").stdout.split()
+    keys = json.loads(sctl(stack, home, "keys", "ls", "--tenant", t, "-o", "json").stdout)["keys"]
+    assert len(keys) == 2 and all(k["revoked"] for k in keys), keys
+    deadline = time.monotonic() + 60
+    while sctl(stack, home, "ls", key=key).returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)                                    # the key cache hears of it
+    r = sctl(stack, home, "ls", key=key)
+    assert r.returncode == 125 and "(HTTP 403" in r.stderr, r.stderr
+    r = sctl(stack, home, "tenants", "create", t)
+    assert r.returncode == 125 and "names are not reused" in r.stderr, r.stderr
+    assert "not found" in sctl(stack, home, "keys", "create", "--tenant", t).stderr
+    r = sctl(stack, home, "tenants", "delete", t)
+    assert r.returncode == 125 and "not found (HTTP 404" in r.stderr
+    assert admin.patch("%s/v1/tenants/%s" % (stack.url, t), json={"max_sandboxes": 1}).status_code == 404
 
 
 def test_jobs_ls_and_cancel(stack, admin, sandbox, home):
