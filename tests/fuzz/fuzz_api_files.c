@@ -1,7 +1,7 @@
 /*
  * The files routes of the api (api/files.c, included; its agent calls are
  * dropped by --gc-sections): the query of GET/DELETE /files, /files/list
- * and /files/stat (query_path, query_recursive, the agent path built from
+ * and /files/stat (query_path, api_req_query_bool, the agent path built from
  * them with api_url_escape of api/sandbox_agent.c), and the bodies of
  * POST /files (parse_upload, with b64_measure) and POST /files/mkdir
  * (parse_mkdir), and upload_body's scan for "content" (find_content).
@@ -62,7 +62,7 @@ static void queries(struct api_req *r)
 	else
 		FUZZ_ASSERT(r->status == ORC_EINVALID && q && strlen(q) >= API_PATH_MAX);
 	fuzz_req_rearm(r);
-	if (query_recursive(&recursive, r) == 0)
+	if (api_req_query_bool(&recursive, r, "recursive") == 0)
 		FUZZ_ASSERT(recursive == (rec && (!strcmp(rec, "1") || !strcmp(rec, "true"))));
 	else
 		FUZZ_ASSERT(r->status == ORC_EINVALID && rec && *rec && recursive == -1);

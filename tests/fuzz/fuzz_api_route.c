@@ -35,8 +35,9 @@ static int called_auth;
 	X(api_job_list) X(api_job_get) X(api_job_wait) X(api_job_stream_get) X(api_trajectory_get) \
 	X(api_trajectory_bulk) \
 	X(api_trajectory_replay) X(api_job_cancel) X(api_tenant_list) X(api_tenant_create) \
-	X(api_tenant_patch) X(api_tenant_get) X(api_key_list) X(api_key_create) X(api_key_revoke) X(api_files_upload) \
-	X(api_files_download) X(api_files_delete) X(api_files_list) X(api_files_stat) \
+	X(api_tenant_patch) X(api_tenant_get) X(api_tenant_delete) X(api_key_list) X(api_key_create) \
+	X(api_key_revoke) X(api_files_upload) X(api_files_download) X(api_files_delete) X(api_files_list) \
+	X(api_files_stat) \
 	X(api_files_mkdir) X(api_files_raw_put) X(api_files_raw_get) X(api_archive_put) \
 	X(api_archive_get) X(api_git_apply) X(api_git_diff) X(api_git_reset) \
 	X(api_checkpoint_create) X(api_checkpoint_list) X(api_checkpoint_get) \
