@@ -5,7 +5,7 @@
  *   orchardctl checkpoint ls [--sandbox ID] [-o FORMAT]
  *   orchardctl checkpoint get CKPT [-o FORMAT]
  *   orchardctl checkpoint rm CKPT...
- *   orchardctl fork ID|CKPT [-n N] [-o FORMAT]   prints the new ids, one per line
+ *   orchardctl fork ID|CKPT [-n N] [--step T] [-o FORMAT]   prints the new ids, one per line
  *   orchardctl pause ID / resume ID
  */
 #include <stdio.h>
@@ -37,10 +37,12 @@ const char checkpoint_rm_usage[] =
 	"\n"
 	"Delete checkpoints; prints each id as it is deleted.\n";
 const char fork_usage[] =
-	"usage: orchardctl fork ID|CKPT [-n N] [-o FORMAT]\n"
+	"usage: orchardctl fork ID|CKPT [-n N] [--step T] [-o FORMAT]\n"
 	"\n"
 	"Create N sandboxes (default 1) from checkpoint CKPT, or from sandbox ID\n"
-	"as it is now; prints the new sandbox ids, one per line.\n";
+	"as it is now; prints the new sandbox ids, one per line. --step T: from\n"
+	"the checkpoint taken at step T of sandbox ID's trajectory (also after ID\n"
+	"was deleted; docs/checkpoints.md).\n";
 const char pause_usage[] =
 	"usage: orchardctl pause ID\n"
 	"\n"
@@ -48,13 +50,14 @@ const char pause_usage[] =
 const char resume_usage[] =
 	"usage: orchardctl resume ID\n";
 
-enum { OPT_NAME = CLI_OPT_FIRST_FREE, OPT_SANDBOX };
+enum { OPT_NAME = CLI_OPT_FIRST_FREE, OPT_SANDBOX, OPT_STEP };
 
 const struct option checkpoint_opts[] = {
 	CLI_COMMON_OPTIONS,
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 	{ "count", required_argument, NULL, 'n' },
+	{ "step", required_argument, NULL, OPT_STEP },
 	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
@@ -64,6 +67,7 @@ struct ck_args {
 	const char *name;
 	const char *sandbox;
 	int64_t count;
+	int64_t step;             /* -1: none */
 };
 
 /* Options, then at least min positional arguments (at most max). */
@@ -74,6 +78,7 @@ static int parse(struct ck_args *a, struct cli_config *cfg, int argc, char **arg
 
 	memset(a, 0, sizeof(*a));
 	a->count = 1;
+	a->step = -1;
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "o:n:", checkpoint_opts, NULL)) != -1) {
 		if (opt == 'o') {
@@ -86,6 +91,9 @@ static int parse(struct ck_args *a, struct cli_config *cfg, int argc, char **arg
 			a->name = optarg;
 		} else if (opt == OPT_SANDBOX) {
 			a->sandbox = optarg;
+		} else if (opt == OPT_STEP) {
+			if (orc_parse_i64(&a->step, optarg, 0, INT64_MAX) < 0)
+				return cli_usage_error(usage, "--step wants a step number (0 or more)");
 		} else if (cli_common_option(cfg, opt, optarg) < 0) {
 			return cli_bad_option(usage);
 		}
@@ -223,20 +231,25 @@ int cmd_fork(struct cli_config *cfg, int argc, char **argv)
 
 	if ((rc = parse(&a, cfg, argc, argv, fork_usage, 1, 1)) != 0)
 		return rc;
-	/* A checkpoint id, else a sandbox id. */
-	path = cli_path("/v1/checkpoints", argv[optind], NULL);
-	get.path = path;
-	if (cli_http(&probe, cfg, &get) < 0) {
+	/* A checkpoint id, else a sandbox id (always with --step). */
+	is_ckpt = 0;
+	if (a.step < 0) {
+		path = cli_path("/v1/checkpoints", argv[optind], NULL);
+		get.path = path;
+		if (cli_http(&probe, cfg, &get) < 0) {
+			free(path);
+			return CLI_FAIL;
+		}
+		is_ckpt = probe.status == 200;
+		cli_response_release(&probe);
 		free(path);
-		return CLI_FAIL;
 	}
-	is_ckpt = probe.status == 200;
-	cli_response_release(&probe);
-	free(path);
 	path = is_ckpt ? cli_path("/v1/checkpoints", argv[optind], "/fork") :
 		cli_path("/v1/sandboxes", argv[optind], "/fork");
 	body = json_object_new_object();
 	json_object_object_add(body, "count", json_object_new_int64(a.count));
+	if (a.step >= 0)
+		json_object_object_add(body, "step", json_object_new_int64(a.step));
 	cli_new_idempotency_key(idem);
 	rc = call(&res, cfg, "POST", path, json_object_to_json_string(body), idem);
 	free(path);

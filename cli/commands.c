@@ -490,7 +490,7 @@ const struct cli_cmd cli_commands[] = {
 		.fn = cmd_fork,
 		.summary = "new sandboxes from a checkpoint or a sandbox",
 		.usage = fork_usage,
-		.examples = "  orchardctl fork \"$CK\" -n 8\n  orchardctl fork demo\n",
+		.examples = "  orchardctl fork \"$CK\" -n 8\n  orchardctl fork demo\n  orchardctl fork demo --step 2 -n 4\n",
 		.opts = checkpoint_opts,
 		.arg = CLI_ARG_SANDBOX,
 	},

@@ -43,6 +43,17 @@ def test_fork_at_step_after_the_sandbox_was_deleted(stack, admin):
                         .text.splitlines()[0])
     assert header["forked_from"] == {"checkpoint_id": ck2["id"], "sandbox_id": parent, "step": 2}
 
+    # The CLI: orchardctl fork ID --step T prints the new ids.
+    out = stack.orchardctl("fork", parent, "--step", "1", "-n", "2")
+    assert out.returncode == 0, out.stderr
+    cli_kids = out.stdout.split()
+    assert len(cli_kids) == 2
+    for sid in cli_kids:
+        assert stack.scalar("SELECT forked_from FROM sandboxes WHERE id = '%s'" % sid) == ck1["id"]
+    kids += cli_kids
+    out = stack.orchardctl("fork", parent, "--step", "x")
+    assert out.returncode == 125 and "--step" in out.stderr
+
     # Bad steps: clear errors, nothing created.
     before = sandboxes_of_run(stack)
     r = fork_at(stack, admin, parent, {"step": 3})
