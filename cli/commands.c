@@ -561,7 +561,8 @@ const struct cli_cmd cli_commands[] = {
 		.summary = "print a shell completion script",
 		.usage = completion_usage,
 		.examples = "  . <(orchardctl completion bash)\n"
-		            "  orchardctl completion zsh > \"${fpath[1]}/_orchardctl\"\n",
+		            "  orchardctl completion zsh > \"${fpath[1]}/_orchardctl\"\n"
+		            "  orchardctl completion fish > ~/.config/fish/completions/orchardctl.fish\n",
 		.opts = completion_opts,
 		.arg = CLI_ARG_SHELL,
 	},

@@ -1,5 +1,5 @@
 /*
- * orchardctl completion bash|zsh: a completion script generated from the
+ * orchardctl completion bash|zsh|fish: a completion script generated from the
  * commands table and each command's getopt table, so it knows every
  * command, subcommand and option there is. Sandbox ids and context names
  * are completed by asking orchardctl itself (ls -q, config get-contexts -q);
@@ -12,14 +12,14 @@
 #include "cli.h"
 
 const char completion_usage[] =
-	"usage: orchardctl completion bash|zsh\n"
+	"usage: orchardctl completion bash|zsh|fish\n"
 	"\n"
 	"Print a completion script for the shell: commands, subcommands, options,\n"
 	"and sandbox ids and context names from the server and the config file.\n";
 
 const struct option completion_opts[] = { { NULL, 0, NULL, 0 } };
 
-static const char *const shell_names[] = { "bash", "zsh" };
+
 
 /* "--url --api-key ... -o" for one command: long names and short forms. */
 static void print_opts(const struct option *opts)
@@ -33,22 +33,22 @@ static void print_opts(const struct option *opts)
 	}
 }
 
-/* Every option that takes a value, in any command: skipped when finding the command. */
-static void print_value_opts(void)
+/* Every option that takes a value, in any command, sep between: skipped when finding the command. */
+static void print_value_opts(const char *sep)
 {
 	const struct cli_cmd *c, *s;
 	const struct option *o;
 
-	printf("--url|--api-key|--cacert|--context");
+	printf("--url%s--api-key%s--cacert%s--context", sep, sep, sep);
 	for (c = cli_commands; c->name; c++)
 		for (s = c->sub ? c->sub : c; s->name; s++) {
 			for (o = s->opts; o && o->name; o++)
 				if (o->has_arg == required_argument) {
 					if (strcmp(o->name, "url") && strcmp(o->name, "api-key") &&
 					    strcmp(o->name, "cacert") && strcmp(o->name, "context"))
-						printf("|--%s", o->name);
+						printf("%s--%s", sep, o->name);
 					if (o->val > 0 && o->val < 0x80 && isalpha(o->val))
-						printf("|-%c", o->val);
+						printf("%s-%c", sep, o->val);
 				}
 			if (!c->sub)
 				break;
@@ -122,7 +122,7 @@ static void bash_script(void)
 	       "        w=${COMP_WORDS[i]}\n"
 	       "        case $w in\n"
 	       "        ");
-	print_value_opts();
+	print_value_opts("|");
 	printf(") ((i++)); continue ;;\n"
 	       "        -*) continue ;;\n"
 	       "        esac\n"
@@ -173,7 +173,7 @@ static void bash_script(void)
 	       "    ");
 	print_arg_keys(CLI_ARG_FILE);
 	printf(") COMPREPLY=($(compgen -f -- \"$cur\") $(compgen -W \"$(orchardctl ls -q 2>/dev/null | sed 's/$/:/')\" -- \"$cur\")) ;;\n"
-	       "    completion) COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\")) ;;\n"
+	       "    completion) COMPREPLY=($(compgen -W \"bash zsh fish\" -- \"$cur\")) ;;\n"
 	       "    help) COMPREPLY=($(compgen -W \"");
 	print_names(cli_commands, " ");
 	printf("\" -- \"$cur\")) ;;\n"
@@ -195,7 +195,7 @@ static void zsh_script(void)
 	       "        w=${words[i]}\n"
 	       "        case $w in\n"
 	       "        (");
-	print_value_opts();
+	print_value_opts("|");
 	printf(") ((i++)); continue ;;\n"
 	       "        (-*) continue ;;\n"
 	       "        esac\n"
@@ -244,7 +244,7 @@ static void zsh_script(void)
 	       "    (");
 	print_arg_keys(CLI_ARG_FILE);
 	printf(") _files; compadd -S '' -- ${(f)\"$(orchardctl ls -q 2>/dev/null | sed 's/$/:/')\"} ;;\n"
-	       "    (completion) compadd bash zsh ;;\n"
+	       "    (completion) compadd bash zsh fish ;;\n"
 	       "    (help) compadd -- ");
 	print_names(cli_commands, " ");
 	printf(" ;;\n"
@@ -257,16 +257,156 @@ static void zsh_script(void)
 	       "fi\n");
 }
 
+/* s in fish single quotes. */
+static void fish_quoted(const char *s)
+{
+	putchar('\'');
+	for (; *s; s++) {
+		if (*s == '\'' || *s == '\\')
+			putchar('\\');
+		putchar(*s);
+	}
+	putchar('\'');
+}
+
+/* What the operands of a command of kind are completed with (fish). */
+static const char *fish_args(enum cli_arg kind)
+{
+	switch (kind) {
+	case CLI_ARG_SANDBOX: return "-f -a '(__orchardctl_ask ls -q)'";
+	case CLI_ARG_CONTEXT: return "-f -a '(__orchardctl_ask config get-contexts -q)'";
+	case CLI_ARG_FILE: return "-F -a '(__orchardctl_ask ls -q | string replace -r \\$ :)'";
+	case CLI_ARG_SHELL: return "-f -a 'bash zsh fish'";
+	default: return NULL;
+	}
+}
+
+/* How an option's value is completed (fish): a list, files, or nothing. */
+static const char *fish_value(const struct option *o)
+{
+	if (o->has_arg != required_argument)
+		return "";
+	if (!strcmp(o->name, "output"))
+		return " -x -a 'table wide json yaml jsonpath='";
+	if (!strcmp(o->name, "context"))
+		return " -x -a '(__orchardctl_ask config get-contexts -q)'";
+	if (!strcmp(o->name, "status"))
+		return " -x -a 'pending ready failed'";
+	return " -r";
+}
+
+/* One command's (cond: "create" or "jobs ls") options and operands. */
+static void fish_command(const char *cond, const struct cli_cmd *c)
+{
+	const struct option *o;
+	const char *args;
+
+	for (o = c->opts; o && o->name; o++) {
+		printf("complete -c orchardctl -n '__orchardctl_using %s' -l %s", cond, o->name);
+		if (o->val > 0 && o->val < 0x80 && isalpha(o->val))
+			printf(" -s %c", o->val);
+		printf("%s\n", fish_value(o));
+	}
+	if (c->arg == CLI_ARG_COMMAND && !c->sub) {
+		printf("complete -c orchardctl -n '__orchardctl_using %s' -f -a '", cond);
+		print_names(cli_commands, " ");
+		printf("'\n");
+	} else if ((args = fish_args(c->arg)) != NULL) {
+		printf("complete -c orchardctl -n '__orchardctl_using %s' %s\n", cond, args);
+	}
+}
+
+static void fish_script(void)
+{
+	const struct cli_cmd *c, *s;
+	char cond[64];
+
+	printf("# fish completion for orchardctl, generated by `orchardctl completion fish`\n"
+	       "# The words typed so far, without options and the values of those that take one.\n"
+	       "function __orchardctl_words\n"
+	       "    set -l words (commandline -opc)\n"
+	       "    set -e words[1]\n"
+	       "    set -l skip 0\n"
+	       "    for w in $words\n"
+	       "        if test $skip = 1\n"
+	       "            set skip 0\n"
+	       "            continue\n"
+	       "        end\n"
+	       "        switch $w\n"
+	       "            case ");
+	print_value_opts(" ");
+	printf("\n"
+	       "                set skip 1\n"
+	       "            case '-*'\n"
+	       "            case '*'\n"
+	       "                echo $w\n"
+	       "        end\n"
+	       "    end\n"
+	       "end\n"
+	       "# The command line starts with these words (a command, a subcommand).\n"
+	       "function __orchardctl_using\n"
+	       "    set -l w (__orchardctl_words)\n"
+	       "    test (count $w) -ge (count $argv); or return 1\n"
+	       "    for i in (seq (count $argv))\n"
+	       "        test \"$w[$i]\" = \"$argv[$i]\"; or return 1\n"
+	       "    end\n"
+	       "end\n"
+	       "# Exactly these words so far: what comes next is a command or subcommand name.\n"
+	       "function __orchardctl_at\n"
+	       "    set -l w (__orchardctl_words)\n"
+	       "    test (count $w) -eq (count $argv); and __orchardctl_using $argv\n"
+	       "end\n"
+	       "# Sandbox ids and context names from orchardctl itself, when it is installed.\n"
+	       "function __orchardctl_ask\n"
+	       "    command -q orchardctl; and command orchardctl $argv 2>/dev/null\n"
+	       "end\n"
+	       "complete -c orchardctl -f\n"
+	       "complete -c orchardctl -n '__orchardctl_at' -l url -x\n"
+	       "complete -c orchardctl -n '__orchardctl_at' -l api-key -x\n"
+	       "complete -c orchardctl -l cacert -r -F\n"
+	       "complete -c orchardctl -l context -x -a '(__orchardctl_ask config get-contexts -q)'\n"
+	       "complete -c orchardctl -n '__orchardctl_at' -s v -l debug -d 'each request on stderr'\n"
+	       "complete -c orchardctl -n '__orchardctl_at' -l no-headers\n"
+	       "complete -c orchardctl -s h -l help\n"
+	       "complete -c orchardctl -n '__orchardctl_at' -s V -l version\n");
+	for (c = cli_commands; c->name; c++) {
+		printf("complete -c orchardctl -n '__orchardctl_at' -a %s -d ", c->name);
+		fish_quoted(c->summary);
+		putchar('\n');
+		if (!c->sub) {
+			fish_command(c->name, c);
+			continue;
+		}
+		for (s = c->sub; s->name; s++) {
+			printf("complete -c orchardctl -n '__orchardctl_at %s' -a %s -d ", c->name, s->name);
+			fish_quoted(s->summary);
+			putchar('\n');
+			snprintf(cond, sizeof(cond), "%s %s", c->name, s->name);
+			fish_command(cond, s);
+		}
+	}
+}
+
+static const struct {
+	const char *name;
+	void (*print)(void);
+} shells[] = {
+	{ .name = "bash", .print = bash_script },
+	{ .name = "zsh", .print = zsh_script },
+	{ .name = "fish", .print = fish_script },
+};
+
 int cmd_completion(struct cli_config *cfg, int argc, char **argv)
 {
+	size_t i;
+
 	(void)cfg;
 	if (argc != 2)
-		return cli_usage_error(completion_usage, "completion: expected one shell (bash or zsh)");
-	if (!strcmp(argv[1], shell_names[0]))
-		bash_script();
-	else if (!strcmp(argv[1], shell_names[1]))
-		zsh_script();
-	else
-		return cli_usage_error(completion_usage, "completion: unknown shell \"%s\" (bash or zsh)", argv[1]);
-	return CLI_OK;
+		return cli_usage_error(completion_usage, "completion: expected one shell (bash, zsh or fish)");
+	for (i = 0; i < sizeof(shells) / sizeof(*shells); i++)
+		if (!strcmp(argv[1], shells[i].name)) {
+			shells[i].print();
+			return CLI_OK;
+		}
+	return cli_usage_error(completion_usage, "completion: unknown shell \"%s\" (bash, zsh or fish)", argv[1]);
 }

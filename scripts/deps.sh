@@ -27,6 +27,7 @@ PACKAGES=(
 	git busybox-static patchelf
 	clang lld libclang-rt-14-dev
 	valgrind
+	fish  # parses the generated fish completion (tests/integration/test_cli.py)
 )
 
 check_only=0

@@ -15,6 +15,7 @@ import pty
 import queue
 import re
 import select
+import shlex
 import shutil
 import stat
 import subprocess
@@ -109,7 +110,7 @@ def test_help_lists_every_command_and_each_has_usage_and_examples(home):
     (["jobs", "wait", "j1", "--timeout", "soon"], "--timeout wants"),
     (["config", "set-context", "bad name"], "context name is"),
     (["config", "set-context", "dev", "--url", "ftp://x"], "--url must start with"),
-    (["completion", "fish"], 'unknown shell "fish"'),
+    (["completion", "tcsh"], 'unknown shell "tcsh" (bash, zsh or fish)'),
     (["help", "nosuch"], 'unknown command "nosuch"'),
     (["exec", "-t", "--detach", "sb1", "--", "sh"], "no --detach or --timeout"),
     (["cp", "sb1:/x"], "expected SRC and DST"),
@@ -182,6 +183,37 @@ def test_zsh_completion_is_generated_from_the_same_table(home):
     assert "set-context use-context" in r.stdout and "--idle-timeout" in r.stdout
     if shutil.which("zsh"):
         assert subprocess.run(["zsh", "-n"], input=r.stdout, text=True).returncode == 0
+
+
+def fish_complete(home, line):
+    """What fish offers for the command line typed so far (fish's own `complete -C`)."""
+    script = os.path.join(home, "orchardctl.fish")
+    with open(script, "w") as f:
+        f.write(ctl("completion", "fish", home=home).stdout)
+    env = clean_env(home, PATH=os.path.dirname(CTL) + ":" + os.environ.get("PATH", "/usr/bin:/bin"))
+    r = subprocess.run(["fish", "--no-config", "-c", "source %s; complete -C %s" % (script, shlex.quote(line))],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    return [l.split("\t")[0] for l in r.stdout.splitlines()]
+
+
+def test_fish_completion_parses_and_completes(home):
+    """fish is in scripts/deps.sh: fish -n parses the script, and fish itself completes from it."""
+    r = ctl("completion", "fish", home=home)
+    assert r.returncode == 0 and r.stdout.startswith("# fish completion for orchardctl")
+    assert subprocess.run(["fish", "--no-config", "-n"], input=r.stdout, text=True).returncode == 0
+    assert fish_complete(home, "orchardctl ") == sorted(COMMANDS)
+    assert fish_complete(home, "orchardctl ex") == ["exec"]
+    assert fish_complete(home, "orchardctl jobs w") == ["wait"]
+    assert fish_complete(home, "orchardctl tenants ") == sorted(SUBCOMMANDS["tenants"])
+    assert fish_complete(home, "orchardctl --context x config s") == ["set-context"]
+    assert fish_complete(home, "orchardctl exec sb --det") == ["--detach"]
+    assert fish_complete(home, "orchardctl ls -o ") == ["json", "jsonpath=", "table", "wide", "yaml"]
+    assert "--idle-timeout" in fish_complete(home, "orchardctl create --")
+    assert fish_complete(home, "orchardctl completion ") == ["bash", "fish", "zsh"]
+    for name in ("alpha", "beta"):
+        assert ctl("config", "set-context", name, "--url", "https://x.test", home=home).returncode == 0
+    assert fish_complete(home, "orchardctl config use-context ") == ["alpha", "beta"]
 
 
 def test_docs_reference_is_the_generated_help(home):
