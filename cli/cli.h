@@ -331,7 +331,7 @@ extern const char create_usage[], ls_usage[], get_usage[], describe_usage[], wai
 	keys_usage[], keys_ls_usage[], keys_revoke_usage[], tenants_usage[], tenants_ls_usage[],
 	tenants_create_usage[], tenants_set_usage[], keys_create_usage[], tenants_delete_usage[];
 extern const struct option create_opts[], ls_opts[], get_opts[], describe_opts[], wait_opts[],
-	rm_opts[], heartbeat_opts[], exec_opts[], common_opts[], completion_opts[],
+	rm_opts[], heartbeat_opts[], exec_opts[], common_opts[], completion_opts[], version_opts[],
 	config_set_context_opts[], config_get_contexts_opts[], config_view_opts[], jobs_get_opts[], jobs_wait_opts[],
 	jobs_ls_opts[], jobs_logs_opts[], cp_opts[],
 	files_ls_opts[], files_rm_opts[], files_mkdir_opts[], patch_apply_opts[], patch_diff_opts[],

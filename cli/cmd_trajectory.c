@@ -174,7 +174,7 @@ static int stream_get(const struct cli_config *cfg, const char *path, FILE *out,
 	rc = curl_easy_perform(s.curl);
 	if (!s.status)
 		curl_easy_getinfo(s.curl, CURLINFO_RESPONSE_CODE, &s.status);
-	cli_debug_request(s.curl, cfg, "GET", url, rc, NULL);
+	cli_debug_request(s.curl, cfg, "GET", url, rc, 0, NULL);
 	if (s.write_failed) {
 		cli_error("writing the trajectory failed: %s", strerror(errno));
 		err = ORC_ERROR;

@@ -571,8 +571,8 @@ const struct cli_cmd cli_commands[] = {
 		.fn = cmd_version,
 		.summary = "show the client (and server) version",
 		.usage = version_usage,
-		.examples = "  orchardctl version\n",
-		.opts = common_opts,
+		.examples = "  orchardctl version\n  orchardctl version -o jsonpath=.server.version\n",
+		.opts = version_opts,
 	},
 	{
 		.name = "help",

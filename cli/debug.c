@@ -42,16 +42,16 @@ static long ms_of(CURL *curl, CURLINFO what)
 }
 
 void cli_debug_request(CURL *curl, const struct cli_config *cfg, const char *method, const char *url, int rc,
-		       const char *request_id)
+		       long status, const char *request_id)
 {
 	char key[64] = "none";
-	long status = 0;
 
 	if (!cli_debug_enabled())
 		return;
 	if (cfg->api_key && *cfg->api_key)
 		cli_mask_key(key, sizeof(key), cfg->api_key);
-	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	if (!status)
+		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
 	cli_spinner_clear_line();
 	if (rc != CURLE_OK)
 		fprintf(stderr, "orchardctl: debug: %s %s -> failed: %s", method, url,

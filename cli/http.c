@@ -277,7 +277,7 @@ static CURLcode perform(struct cli_response *out, const struct cli_config *cfg,
 	rc = curl_easy_perform(curl);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
-	cli_debug_request(curl, cfg, req->method ? req->method : "GET", url, rc, out->request_id);
+	cli_debug_request(curl, cfg, req->method ? req->method : "GET", url, rc, 0, out->request_id);
 	curl_easy_cleanup(curl);
 	curl_slist_free_all(hdrs);
 	return rc;

@@ -166,7 +166,7 @@ static CURLcode perform(struct stream_ctx *c, const struct cli_config *cfg, cons
 	rc = curl_easy_perform(c->curl);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->r->status);
-	cli_debug_request(c->curl, cfg, req->method ? req->method : "GET", url, rc, c->r->request_id);
+	cli_debug_request(c->curl, cfg, req->method ? req->method : "GET", url, rc, 0, c->r->request_id);
 	curl_easy_cleanup(c->curl);
 	c->curl = NULL;
 	curl_slist_free_all(hdrs);

@@ -28,10 +28,10 @@ const char *cli_header_value(const char *data, size_t n, const char *name, size_
 /* ---- debug.c: -v, --debug, ORCHARD_DEBUG=1 ---- */
 void cli_debug_enable(void);
 int cli_debug_enabled(void);
-/* After a transfer on curl ended with CURLcode rc: method, URL, status, request id, the masked
- * key and timings on stderr, when debugging is on. */
+/* After a transfer on curl ended with CURLcode rc and HTTP status (0: as curl saw it): method,
+ * URL, status, request id, the masked key and timings on stderr, when debugging is on. */
 void cli_debug_request(CURL *curl, const struct cli_config *cfg, const char *method, const char *url, int rc,
-		       const char *request_id);
+		       long status, const char *request_id);
 
 /* ---- progress.c: "NAME  42% [=====>    ] 42.0 MiB / 100.0 MiB  12.3 MiB/s  ETA 5s" ---- */
 struct cli_progress {

@@ -416,6 +416,7 @@ int cli_ws_connect(struct cli_ws *ws, const struct cli_config *cfg, const char *
 		err = ORC_ERROR;
 		goto done;
 	}
+	cli_debug_request(ws->curl, cfg, "GET", url, CURLE_OK, status, NULL);
 	if (status != 101) {
 		err = report_refusal(ws, status, head_len);
 		goto done;

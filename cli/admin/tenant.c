@@ -22,7 +22,8 @@ static const char tenant_create_usage[] =
 static const char tenant_list_usage[] =
 	"usage: orchard-admin tenant list\n"
 	"\n"
-	"List tenants with their number of active (unrevoked) keys.\n";
+	"List tenants with their number of active (unrevoked) keys, and when a\n"
+	"deleted one was deleted (DELETE /v1/tenants/{name}; \"-\" for live ones).\n";
 
 const char tenant_usage[] =
 	"usage: orchard-admin tenant create NAME [--if-not-exists]\n"
@@ -94,16 +95,17 @@ static int tenant_list(struct admin_ctx *ctx, int argc, char **argv)
 	if (admin_query(&res, ctx,
 			"SELECT t.id, t.name,"
 			" (SELECT count(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL),"
-			" to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+			" to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+			" coalesce(to_char(t.deleted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '-')"
 			" FROM tenants t ORDER BY t.id", 0, NULL) < 0) {
 		admin_error("listing tenants failed: %s", ctx->errmsg);
 		return ADMIN_FAIL;
 	}
 	n = PQntuples(res);
-	printf("%-6s %-32s %-5s %s\n", "ID", "NAME", "KEYS", "CREATED");
+	printf("%-6s %-32s %-5s %-20s  %s\n", "ID", "NAME", "KEYS", "CREATED", "DELETED");
 	for (i = 0; i < n; i++)
-		printf("%-6s %-32s %-5s %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-		       PQgetvalue(res, i, 2), PQgetvalue(res, i, 3));
+		printf("%-6s %-32s %-5s %-20s  %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+		       PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4));
 	PQclear(res);
 	return ADMIN_OK;
 }

@@ -430,6 +430,15 @@ def test_jsonpath_subset(home, fake_api):
     assert len(api.requests) == n                                # a usage error sends nothing
 
 
+def test_version_as_a_document(home, fake_api):
+    api = fake_api(lambda req, n: (200, {}, {"service": "orchard-api", "version": "9.9"}))
+    doc = yaml.safe_load(ctl("version", "-o", "yaml", home=home, ORCHARD_URL=api.url).stdout)
+    assert doc["server"] == {"service": "orchard-api", "version": "9.9"} and doc["client"]["version"]
+    r = ctl("version", "-o", "jsonpath=.server.version", home=home, ORCHARD_URL=api.url)
+    assert (r.returncode, r.stdout) == (0, "9.9\n")
+    assert json.loads(ctl("version", "-o", "json", home=home).stdout)["server"] is None   # no server configured
+
+
 def test_wide_and_no_headers(home, fake_api):
     api = fake_api(lambda req, n: (200, {}, sandboxes("a1", "b2")))
     plain = ctl("ls", home=home, ORCHARD_URL=api.url).stdout.splitlines()
@@ -826,6 +835,9 @@ def test_debug_on_the_real_stack_never_shows_the_key(stack, sandbox, home, tmp_p
         assert re.search(r"-> 2\d\d \(request [0-9a-f]+", r.stderr), (args, r.stderr)
         assert key not in r.stderr and key not in r.stdout, args
         assert key.split("_")[-1] not in r.stderr, args
+    status, out = run_in_pty(["--debug", "exec", "-t", sandbox, "--", "true"], stack_env(stack, home))
+    assert status == 0 and re.search(r"debug: GET \S+/exec/pty\S* -> 101 ", out), out    # the WebSocket too
+    assert key not in out and key.split("_")[-1] not in out
 
 
 def test_keys_create_and_tenants_delete(stack, admin, home):
@@ -858,6 +870,8 @@ def test_keys_create_and_tenants_delete(stack, admin, home):
     assert (r.returncode, r.stdout) == (0, "%s (sandboxes deleted: 1, checkpoints deleted: 0, "
                                            "keys revoked: 2)\n" % t), r.stderr
     assert t not in sctl(stack, home, "tenants", "ls", "-q").stdout.split()
+    listed = stack.admin("tenant", "list").stdout          # orchard-admin still shows it, as deleted
+    assert re.search(r"^\d+\s+%s\s+0\s+\S+\s+\d{4}-\d\d-\d\dT" % t, listed, re.M), listed
     keys = json.loads(sctl(stack, home, "keys", "ls", "--tenant", t, "-o", "json").stdout)["keys"]
     assert len(keys) == 2 and all(k["revoked"] for k in keys), keys
     deadline = time.monotonic() + 60
