@@ -11,13 +11,15 @@
  * orchardctl: the command-line client. commands.c holds the commands[]
  * table (names, summaries, usage, examples, options), from which main.c
  * dispatches and help.c and completion.c generate their text; config.c
- * resolves the server, key and CA; http.c talks to the API; output.c prints
- * tables, JSON and errors; cmd_*.c are the command groups (git's builtin/,
- * curl's tool_*). transfer.h declares the byte streams of cp and files
- * (stream.c, tar_*.c, remote.c, progress.c); ws.h and term.h the PTY
- * session of shell and exec -t (ws.c, term.c, shell.c).
+ * resolves the server, key and CA; http.c talks to the API (debug.c shows
+ * each request with -v); output.c prints tables and errors and parses -o,
+ * output_doc.c prints JSON, YAML and jsonpath; cmd_*.c are the command
+ * groups (git's builtin/, curl's tool_*). transfer.h declares the byte
+ * streams of cp and files (stream.c, tar_*.c, remote.c, progress.c); ws.h
+ * and term.h the PTY session of shell and exec -t (ws.c, term.c, shell.c).
  *
- * A command returns the process exit status (exec: the command's own).
+ * A command returns the process exit status (exec: the command's own;
+ * orchardctl's own failures are 125, below).
  */
 #define CLI_VERSION "0.2.0"
 

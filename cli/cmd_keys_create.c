@@ -9,10 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
-#include "strutil.h"
-#include "xalloc.h"
 #include "cli.h"
+#include "strutil.h"
 
 const char keys_create_usage[] =
 	"usage: orchardctl keys create --tenant NAME [--admin] [--name LABEL] [-o FORMAT]\n"

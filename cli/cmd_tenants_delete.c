@@ -8,9 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "strutil.h"
 #include "cli.h"
+#include "strutil.h"
 
 const char tenants_delete_usage[] =
 	"usage: orchardctl tenants delete NAME... [--force] [-o FORMAT]\n"
