@@ -46,6 +46,7 @@ enum api_err {
 	API_EAGENT = -103,      /* 502: agent answered nonsense */
 	API_EAGAIN = -104,      /* internal, never replied: a job's turn has not come */
 	API_EPRECOND = -105,    /* 412: If-Match does not hold */
+	API_ERATE = -106,       /* 429: the tenant's request rate (rate_limit.c) */
 };
 
 /* ---- serve.c: a FastCGI listening socket and its request threads ------- */
@@ -212,6 +213,13 @@ void api_job_stream_release(struct api_job_stream *s);
 void api_job_output_append(const char *job_id, const char *stream, size_t off,
 			   const char *data, size_t n);
 int api_job_stream_get(struct api_req *r);          /* GET /jobs/{id}/stream */
+
+/* ---- rate_limit.c: per-tenant token buckets (off when per_minute is 0) -- */
+
+void api_rate_limit_init(int64_t per_minute, int64_t burst);
+/* Take a token of the request's tenant: 0, or < 0 with the 429 replied.
+ * Adds the RateLimit-* headers to the answer either way. */
+int api_rate_limit_take(struct api_req *r);
 
 /* ---- idempotency.c: Idempotency-Key bound to its first body ------------ */
 

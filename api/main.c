@@ -18,6 +18,8 @@
  *                          (default 3/4 of ORCHARD_API_THREADS; tenant_share.c)
  *   ORCHARD_API_AUTH_THREADS  threads of the auth socket (default 8)
  *   ORCHARD_DB_POOL        database connections (default 8)
+ *   ORCHARD_API_RATE_LIMIT, ORCHARD_API_RATE_BURST  requests per minute and
+ *                          burst per tenant (default 0: off; rate_limit.c)
  *   ORCHARD_API_WORKERS    exec worker threads kept for wait:false jobs (default 4;
  *                          more start while jobs run, up to 256)
  *   ORCHARD_API_RAW_MAX    largest raw upload (files/raw, archive) in bytes
@@ -150,6 +152,8 @@ int main(int argc, char **argv)
 			      env_int("ORCHARD_API_TENANT_THREADS",
 				      api_server.threads - api_server.threads / 4, 1, 4096));
 	api_server.workers = env_int("ORCHARD_API_WORKERS", 4, 1, 256);
+	api_rate_limit_init(env_i64("ORCHARD_API_RATE_LIMIT", 0, 0, 100000000),
+			    env_i64("ORCHARD_API_RATE_BURST", 0, 0, 100000000));
 	api_server.raw_max = env_i64("ORCHARD_API_RAW_MAX", (int64_t)1 << 30, 1, (int64_t)1 << 42);
 	api_server.driver = getenv("ORCHARD_DRIVER");
 	if (!api_server.driver || !*api_server.driver)

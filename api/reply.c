@@ -32,6 +32,7 @@ static const struct {
 	{ API_ENOTREADY,   409, "not_ready", NULL },
 	{ API_EAGENT,      502, "agent_error", NULL },
 	{ API_EPRECOND,    412, "precondition_failed", NULL },
+	{ API_ERATE,       429, "rate_limited", NULL },
 	{ ORC_ERROR,       500, "internal", NULL },
 };
 

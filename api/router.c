@@ -237,6 +237,8 @@ void api_dispatch(struct api_req *r)
 			goto done;
 		}
 	}
+	if (api_rate_limit_take(r) < 0)
+		goto done;
 	if (api_tenant_share_enter(r->tenant_id) < 0) {
 		api_reply_error(r, ORC_EQUOTA, "too many requests of this tenant in flight; "
 				"retry when some have answered");

@@ -41,7 +41,7 @@ SRC[k8s_event]="controller/k8s_podstate.c controller/k8s_pod.c"; INC[k8s_event]=
 # The api targets of fuzz_req.h include api/request.c (api_req_release
 # calls PQclear: libpq is linked, never connected) and the handler file.
 LIBS_REQ="-lfcgi $($PKG_CONFIG --libs libpq)"
-SRC[api_route]="api/tenant_share.c"; INC[api_route]=api; LIBS[api_route]=$LIBS_REQ
+SRC[api_route]="api/tenant_share.c api/rate_limit.c"; INC[api_route]=api; LIBS[api_route]=$LIBS_REQ
 SRC[api_files]="api/sandbox_agent.c agent/files_base64.c agent/fsutil.c"; INC[api_files]=api
 LIBS[api_files]="$LIBS_REQ $($PKG_CONFIG --libs libcrypto)"
 INC[api_git]=api;                                    LIBS[api_git]=$LIBS_REQ
