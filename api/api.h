@@ -489,6 +489,8 @@ char *api_url_escape(const char *s);
  * new sandbox of cpu_millis and memory_bytes fits the tenant's quotas.
  * ORC_EQUOTA with a message naming the quota and the numbers.
  */
+/* capacity.c: a 422 (ORC_EINVALID with msg) for a size no node can hold. */
+int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, char *msg, size_t msglen);
 int api_quota_check(PGconn *db, int64_t tenant_id, int64_t cpu_millis, int64_t memory_bytes,
 		    char *msg, size_t msglen);
 

@@ -12,7 +12,9 @@
  *                   database (live sandboxes and what they were given) and
  *                   this host (online cpus, physical memory), plus ours:
  *                   totals, allocated, sandboxes by state and the caller's
- *                   tenant with its quotas and usage. sandbox_pods lists
+ *                   tenant with its quotas, usage, weight and queued
+ *                   sandboxes, and admission: the capacity the controller
+ *                   admits into and the queue depth. sandbox_pods lists
  *                   only the caller's own sandboxes (tenants never see each
  *                   other's), at most POD_LIST_MAX of them.
  */
@@ -161,12 +163,32 @@ static int tenant_pods(json_object **out, int *truncated, struct api_req *r, con
 enum {
 	R_LIVE, R_CPU, R_MEM, R_PENDING, R_READY, R_FAILED, R_DELETING,
 	R_TENANT, R_MAX_SB, R_MAX_CPU, R_MAX_MEM, R_T_LIVE, R_T_CPU, R_T_MEM,
+	R_QUEUED, R_T_QUEUED, R_WEIGHT, R_CAP_CPU, R_CAP_MEM, R_CAP_NODE_CPU, R_CAP_NODE_MEM,
+	R_ADM_CPU, R_ADM_MEM,
 };
+
+/* Ours: what the controller admits into (docs/controller.md, Admission);
+ * capacity is null until a controller of this driver has reported it. */
+static json_object *admission(PGresult *res)
+{
+	json_object *a = json_object_new_object(), *node = NULL, *cap = NULL;
+
+	if (!PQgetisnull(res, 0, R_CAP_CPU)) {
+		cap = capacity(col_i64(res, R_CAP_CPU), col_i64(res, R_CAP_MEM));
+		node = capacity(col_i64(res, R_CAP_NODE_CPU), col_i64(res, R_CAP_NODE_MEM));
+	}
+	json_object_object_add(a, "driver", json_object_new_string(api_server.driver));
+	json_object_object_add(a, "capacity", cap);
+	json_object_object_add(a, "largest_node", node);
+	json_object_object_add(a, "admitted", capacity(col_i64(res, R_ADM_CPU), col_i64(res, R_ADM_MEM)));
+	json_object_object_add(a, "queued", json_object_new_int64(col_i64(res, R_QUEUED)));
+	return a;
+}
 
 int api_resources_get(struct api_req *r)
 {
 	char tenant[24];
-	const char *params[1] = { tenant };
+	const char *params[2] = { tenant, api_server.driver };
 	json_object *o, *totals, *by_state, *t, *usage, *pods = NULL;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
@@ -181,8 +203,11 @@ int api_resources_get(struct api_req *r)
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	err = orc_pg_query(&res, db,
-		"WITH s AS (SELECT tenant_id, state, cpu_millis, memory_bytes FROM sandboxes"
+		"WITH s AS (SELECT tenant_id, state, cpu_millis, memory_bytes, admitted_at FROM sandboxes"
 		" WHERE state <> 'deleted'),"
+		" q AS (SELECT * FROM s WHERE state = 'pending' AND admitted_at IS NULL),"
+		" adm AS (SELECT * FROM s WHERE admitted_at IS NOT NULL AND state IN ('pending', 'ready', 'deleting')),"
+		" cap AS (SELECT * FROM driver_capacity WHERE driver = $2),"
 		" live AS (SELECT * FROM s WHERE state IN ('pending', 'ready'))"
 		" SELECT (SELECT count(*) FROM live), (SELECT sum(cpu_millis) FROM live),"
 		" (SELECT sum(memory_bytes) FROM live),"
@@ -193,8 +218,12 @@ int api_resources_get(struct api_req *r)
 		" t.name, t.max_sandboxes, t.max_cpu_millis, t.max_memory_bytes,"
 		" (SELECT count(*) FROM live WHERE tenant_id = t.id),"
 		" (SELECT sum(cpu_millis) FROM live WHERE tenant_id = t.id),"
-		" (SELECT sum(memory_bytes) FROM live WHERE tenant_id = t.id)"
-		" FROM tenants t WHERE t.id = $1", 1, params);
+		" (SELECT sum(memory_bytes) FROM live WHERE tenant_id = t.id),"
+		" (SELECT count(*) FROM q), (SELECT count(*) FROM q WHERE tenant_id = t.id), t.weight,"
+		" (SELECT cpu_millis FROM cap), (SELECT memory_bytes FROM cap),"
+		" (SELECT node_cpu_millis FROM cap), (SELECT node_memory_bytes FROM cap),"
+		" (SELECT sum(cpu_millis) FROM adm), (SELECT sum(memory_bytes) FROM adm)"
+		" FROM tenants t WHERE t.id = $1", 2, params);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot read the resources");
@@ -238,6 +267,9 @@ int api_resources_get(struct api_req *r)
 	json_object_object_add(usage, "cpu_millis", json_object_new_int64(col_i64(res, R_T_CPU)));
 	json_object_object_add(usage, "memory_bytes", json_object_new_int64(col_i64(res, R_T_MEM)));
 	json_object_object_add(t, "usage", usage);
+	json_object_object_add(t, "weight", json_object_new_int64(col_i64(res, R_WEIGHT)));
+	json_object_object_add(t, "queued", json_object_new_int64(col_i64(res, R_T_QUEUED)));
 	json_object_object_add(o, "tenant", t);
+	json_object_object_add(o, "admission", admission(res));
 	return api_reply_json(r, 200, o);
 }

@@ -4,8 +4,9 @@
  * "pending"). The controller notices the row (NOTIFY orchard_sandbox) and
  * launches it; the api never does.
  *
- * Orchard's fields and defaults: image (required), cpu "4", memory "16Gi",
- * block_network true, sandbox_id (8 hex generated), timeout 3600. Ours add
+ * Orchard's fields and defaults: image (required), cpu and memory (ours
+ * default to 1 / 1Gi, Orchard's to 4 / 16Gi: capacity.c), block_network
+ * true, sandbox_id (8 hex generated), timeout 3600. Ours add
  * ttl_seconds, idle_timeout_seconds, labels, env, workdir and tools (NULL ttl and
  * idle timeout mean the controller's defaults). Unknown fields are ignored.
  *
@@ -14,6 +15,7 @@
  * other is a 422 that says how to import it, and nothing is written.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
@@ -46,6 +48,23 @@ struct create_req {
 	const char *idempotency_key;
 	struct api_step_policy checkpoints;   /* step_policy.c */
 };
+
+/* The size of a sandbox whose create names none: ORCHARD_SANDBOX_CPU and
+ * ORCHARD_SANDBOX_MEMORY, smaller than Orchard's 4 / 16Gi so that a 2-core
+ * host runs more than one (docs/controller.md, "Admission"). */
+static const char *default_cpu(void)
+{
+	const char *v = getenv("ORCHARD_SANDBOX_CPU");
+
+	return v && *v ? v : "1";
+}
+
+static const char *default_memory(void)
+{
+	const char *v = getenv("ORCHARD_SANDBOX_MEMORY");
+
+	return v && *v ? v : "1Gi";
+}
 
 /* cpu and memory may be strings or numbers; numbers keep their JSON text. */
 static int quantity(char *out, size_t outlen, json_object *body, const char *key,
@@ -100,14 +119,15 @@ static int parse_create(struct create_req *c, struct api_req *r, json_object *bo
 			 "without whitespace", IMAGE_MAX);
 		return ORC_EINVALID;
 	}
-	if ((err = quantity(c->cpu, sizeof(c->cpu), body, "cpu", "4", msg, msglen)) < 0)
+	if ((err = quantity(c->cpu, sizeof(c->cpu), body, "cpu", default_cpu(), msg, msglen)) < 0)
 		return err;
 	if (orc_parse_cpu(&c->cpu_millis, c->cpu) < 0) {
 		snprintf(msg, msglen, "invalid cpu \"%s\": expected cores such as \"2\", \"0.5\" or \"500m\"",
 			 c->cpu);
 		return ORC_EINVALID;
 	}
-	if ((err = quantity(c->memory, sizeof(c->memory), body, "memory", "16Gi", msg, msglen)) < 0)
+	if ((err = quantity(c->memory, sizeof(c->memory), body, "memory", default_memory(), msg,
+			    msglen)) < 0)
 		return err;
 	if (orc_parse_memory(&c->memory_bytes, c->memory) < 0 || c->memory_bytes < (1 << 20)) {
 		snprintf(msg, msglen, "invalid memory \"%s\": expected a size such as \"512Mi\" or \"16Gi\" "
@@ -305,7 +325,8 @@ int api_sandbox_create(struct api_req *r)
 	}
 	if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
 		goto done;
-	if ((err = check_image(db, c.image, msg, sizeof(msg))) < 0)
+	if ((err = check_image(db, c.image, msg, sizeof(msg))) < 0 ||
+	    (err = api_capacity_check(db, c.cpu_millis, c.memory_bytes, msg, sizeof(msg))) < 0)
 		goto done;
 	for (attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
 		const char *id = c.sandbox_id;

@@ -23,12 +23,14 @@ const char api_sandbox_cols[] =
 	EPOCH("s.created_at") ", s.state, s.state_message, s.timeout_seconds, s.labels, "
 	"s.env, s.workdir, s.ttl_seconds, s.idle_timeout_seconds, " ISO("s.ready_at") ", "
 	ISO("s.last_heartbeat_at") ", s.driver, " ISO("s.created_at") ", s.forked_from, s.paused, "
-	"s.pause_desired, s.failure";
+	"s.pause_desired, s.failure, s.state = 'pending' AND s.admitted_at IS NULL, s.queue_position, "
+	"s.queue_reason";
 
 enum {
 	S_ID, S_NAMESPACE, S_IMAGE, S_POD, S_BLOCK_NET, S_CPU, S_MEMORY, S_CREATED, S_STATE,
 	S_MESSAGE, S_TIMEOUT, S_LABELS, S_ENV, S_WORKDIR, S_TTL, S_IDLE, S_READY_AT,
 	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED, S_PAUSE_DESIRED, S_FAILURE,
+	S_QUEUED, S_QUEUE_POSITION, S_QUEUE_REASON,
 };
 
 _Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
@@ -153,8 +155,8 @@ json_object *api_sandbox_view(PGresult *res, int row)
 	json_object_object_add(o, "driver", col_str(res, row, S_DRIVER));
 	json_object_object_add(o, "forked_from", col_str(res, row, S_FORKED_FROM));
 	json_object_object_add(o, "paused", col_bool(res, row, S_PAUSED));
-	/* sql/migrations/023_failure_class.sql: set only on a failed sandbox */
-	json_object_object_add(o, "failure", col_str(res, row, S_FAILURE));
+	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED, S_PAUSE_DESIRED, S_FAILURE,
+	S_QUEUED, S_QUEUE_POSITION, S_QUEUE_REASON,
 	return o;
 }
 

@@ -64,6 +64,18 @@ struct ctl_sb_status {
 };
 
 #define CTL_SB_STATUS_INIT { CTL_SB_PENDING, NULL, NULL }
+
+/*
+ * What a driver can hold (ops->capacity), already scaled by the configured
+ * reserve and overcommit: the admission step (rec_admit.c) admits a queued
+ * sandbox only while the admitted ones fit in cpu_millis and memory_bytes,
+ * and fails one that is larger than node_* (the largest node).
+ */
+struct ctl_capacity {
+	int nodes;
+	int64_t cpu_millis, memory_bytes;
+	int64_t node_cpu_millis, node_memory_bytes;
+};
 void ctl_sb_status_release(struct ctl_sb_status *st);
 
 struct ctl_driver_ops {
@@ -157,6 +169,9 @@ struct ctl_driver_ops {
 	 */
 	int (*restore_agent)(struct ctl_driver *d, char **why, const struct ctl_agent_ref *agent,
 			     const char *ckpt, const char *sha256);
+	/* Optional: fill *out (may ask the runtime; called once per sweep).
+	 * NULL: unlimited, every sandbox is admitted at once. */
+	int (*capacity)(struct ctl_driver *d, struct ctl_capacity *out);
 };
 
 struct ctl_driver {
@@ -171,4 +186,12 @@ extern const struct ctl_driver_ops ctl_driver_local;
 int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg);
 void ctl_driver_close(struct ctl_driver *d);
 void ctl_ids_free(char **ids, size_t n);
+
+/* capacity.c: the configured reserve and overcommit applied to raw node
+ * sizes (ORCHARD_CAPACITY_*, docs/configuration.md); ORC_EINVALID after
+ * logging what is wrong. */
+int ctl_capacity_scale(struct ctl_capacity *out, int nodes, int64_t cpu_millis,
+		       int64_t memory_bytes, int64_t node_cpu_millis, int64_t node_memory_bytes);
+/* The local driver's: this host's online cpus and physical memory. */
+int ctl_capacity_host(struct ctl_driver *d, struct ctl_capacity *out);
 #endif

@@ -820,4 +820,5 @@ const struct ctl_driver_ops ctl_driver_local = {
 	.checkpoint_remove = local_checkpoint_remove,
 	.checkpoint_list = local_checkpoint_list,
 	.pause = local_pause,
+	.capacity = ctl_capacity_host,
 };

@@ -50,6 +50,7 @@ struct row {
 	int64_t cpu_millis, memory_bytes;
 	char *forked_from;       /* the checkpoint a fork starts from, or NULL */
 	int pause_desired, paused;
+	int admitted;            /* admitted_at is set: may be launched */
 };
 
 struct rec {
@@ -65,7 +66,17 @@ struct rec {
 	int64_t next_prune_ms;   /* retention (lib/prune.h), leader only */
 	int ckpt_notified;       /* orchard_checkpoint came, or a copy runs: run the
 				  * checkpoint pass (within CKPT_POLL_MS) */
+	struct ctl_capacity cap; /* the driver's, refreshed every sweep (have_cap) */
+	int have_cap;
+	int freed;               /* a sandbox failed or was deleted: admit again */
 };
+
+/* rec_admit.c: queued rows admitted into the driver's capacity. */
+/* Ask the driver for its capacity and record it in driver_capacity;
+ * ORC_EINVALID when it is misconfigured (fatal). */
+int rec_capacity_refresh(struct rec *r);
+/* Admit what fits, in fair-share order; admitted ids join r->notified. */
+void rec_admit(struct rec *r);
 
 /* rec_db.c */
 int rec_db_open(struct rec *r);

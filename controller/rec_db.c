@@ -118,6 +118,8 @@ int rec_transition_kind(struct rec *r, const char *id, const char *from, const c
 	const char *p[7] = { id, from, to, message, handle, address, kind };
 	int n = rec_db_exec(r, transition_sql, 7, p);
 
+	if (n > 0 && (!strcmp(to, "failed") || !strcmp(to, "deleted")))
+		r->freed = 1;
 	if (n > 0)
 		orc_log(to[0] == 'f' ? ORC_LOG_WARN : ORC_LOG_INFO, "sandbox state changed",
 			"sandbox_id", id, "from", from, "to", to, "message", message, NULL);

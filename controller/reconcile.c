@@ -60,7 +60,7 @@ static const char select_rows[] =
 	"  WHEN state = 'ready' AND last_heartbeat_at IS NOT NULL AND now() >="
 	"   GREATEST(last_heartbeat_at, last_activity_at) + make_interval(secs => $3::int)"
 	"   THEN 'no heartbeat for ' || $3::int || 's'"
-	" END, forked_from, pause_desired, paused, tools"
+	" END, forked_from, pause_desired, paused, tools, admitted_at IS NOT NULL"
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
@@ -95,6 +95,20 @@ static void expire(struct rec *r, struct row *row)
 		rec_waiter_remove(r, w);
 	free(row->state);
 	row->state = xstrdup("deleting");
+}
+
+/* A queued row (not admitted) is never launched; past its readiness
+ * timeout it fails, saying it was queued. */
+static void queued_timeout(struct rec *r, const struct row *row)
+{
+	char *msg;
+
+	if (orc_now() <= row->deadline)
+		return;
+	msg = xasprintf("sandbox did not become ready within %d seconds: it was still queued for "
+			"capacity (admission, docs/controller.md)", row->timeout_s);
+	rec_fail_sandbox(r, row->id, "pending", msg, NULL);
+	free(msg);
 }
 
 static void check_ready(struct rec *r, const struct row *row)
@@ -220,6 +234,7 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 		rows[i].pause_desired = !strcmp(PQgetvalue(res, (int)i, 13), "t");
 		rows[i].paused = !strcmp(PQgetvalue(res, (int)i, 14), "t");
 		rows[i].tools = !strcmp(PQgetvalue(res, (int)i, 15), "t");
+		rows[i].admitted = !strcmp(PQgetvalue(res, (int)i, 16), "t");
 	}
 	*out = rows;
 	*nout = n;
@@ -253,7 +268,9 @@ static void pass(struct rec *r, int full)
 	for (i = 0; i < n; i++) {
 		if (strcmp(rows[i].state, "pending"))
 			continue;
-		if (launched == REC_LAUNCH_BATCH)
+		if (!rows[i].admitted)
+			queued_timeout(r, &rows[i]);
+		else if (launched == REC_LAUNCH_BATCH)
 			ctl_strv_push(&r->notified, rows[i].id);
 		else
 			launched += rec_launch(r, &batch, &rows[i]);
@@ -333,6 +350,9 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 			if ((err = ctl_leader_check(leader, 1)) < 0)
 				break;
 			r.next_sweep_ms = now + cfg->sweep_interval_ms;
+			if ((err = rec_capacity_refresh(&r)) < 0)
+				break;
+			rec_admit(&r);
 			pass(&r, 1);
 			if (r.db)
 				rec_checkpoint_pass(&r, 1);
@@ -341,7 +361,8 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		} else if (r.db && r.overflow) {
 			r.next_sweep_ms = 0;
 			continue;
-		} else if (r.db && r.notified.n) {
+		} else if (r.db && (r.notified.n || r.freed)) {
+			rec_admit(&r);
 			pass(&r, 0);
 		}
 		if (r.db && r.ckpt_notified)

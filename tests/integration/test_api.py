@@ -238,8 +238,8 @@ def test_quota_cpu_and_memory_per_sandbox(stack, admin):
                           429, "quota_exceeded")["detail"]
     assert "max_cpu_millis" in detail and "1000" in detail and "2000" in detail, detail
     detail = assert_error(s.post(stack.url + "/sandboxes", json={"image": "host", "cpu": "1"}),
-                          429, "quota_exceeded")["detail"]  # memory defaults to 16Gi
-    assert "max_memory_bytes" in detail and str(512 << 20) in detail and str(16 << 30) in detail
+                          429, "quota_exceeded")["detail"]  # memory defaults to 1Gi
+    assert "max_memory_bytes" in detail and str(512 << 20) in detail and str(1 << 30) in detail
     assert stack.counts() == before
     r = s.post(stack.url + "/sandboxes", json={"image": "host", "cpu": "1", "memory": "512Mi"})
     assert r.status_code == 200, r.text

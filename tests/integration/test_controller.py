@@ -52,6 +52,9 @@ class Env:
             "ORCHARD_AGENT_BIN": AGENT,
             "ORCHARD_SWEEP_INTERVAL_MS": str(SWEEP_MS),
             "ORCHARD_LOG_LEVEL": "debug",
+            # Room for the bursts below (40 x 500m) on a 2-core host:
+            # admission is test_admission.py's subject, not this file's.
+            "ORCHARD_CPU_OVERCOMMIT": "64",
         }
         e.update(sanitizer_env())
         e.update(extra)
