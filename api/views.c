@@ -155,8 +155,13 @@ json_object *api_sandbox_view(PGresult *res, int row)
 	json_object_object_add(o, "driver", col_str(res, row, S_DRIVER));
 	json_object_object_add(o, "forked_from", col_str(res, row, S_FORKED_FROM));
 	json_object_object_add(o, "paused", col_bool(res, row, S_PAUSED));
-	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED, S_PAUSE_DESIRED, S_FAILURE,
-	S_QUEUED, S_QUEUE_POSITION, S_QUEUE_REASON,
+	/* sql/migrations/023_failure_class.sql: set only on a failed sandbox */
+	json_object_object_add(o, "failure", col_str(res, row, S_FAILURE));
+	/* Admission (docs/controller.md): queued until the controller admits
+	 * it; the position is null until the controller has seen the row. */
+	json_object_object_add(o, "queued", col_bool(res, row, S_QUEUED));
+	json_object_object_add(o, "queue_position", col_int(res, row, S_QUEUE_POSITION));
+	json_object_object_add(o, "queue_reason", col_str(res, row, S_QUEUE_REASON));
 	return o;
 }
 
