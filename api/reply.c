@@ -26,7 +26,7 @@ static const struct {
 	{ ORC_EUNAVAIL,    503, "unavailable", "Retry-After: 5\r\n" },
 	{ ORC_ETOOBIG,     413, "too_large", NULL },
 	{ ORC_ETIMEOUT,    408, "timeout", NULL },
-	{ ORC_EQUOTA,      429, "quota_exceeded", NULL },
+	{ ORC_EQUOTA,      429, "quota_exceeded", "Retry-After: 5\r\n" },
 	{ API_EBADREQ,     400, "bad_request", NULL },
 	{ API_EMETHOD,     405, "method_not_allowed", NULL },
 	{ API_ENOTREADY,   409, "not_ready", NULL },

@@ -151,3 +151,14 @@ def test_a_killed_controller_loses_no_queued_sandbox_and_admits_none_twice(small
                           " AND sandbox_id IN (%s) GROUP BY 1" % ",".join("'%s'" % i for i in ids))
     assert sorted(r[0] for r in launched) == sorted(ids) and {r[1] for r in launched} == {"1"}
     delete_all(small, s, [])
+
+
+def test_a_quota_429_names_the_quota_and_says_when_to_retry(small):
+    admin = small.session()
+    assert admin.post(small.url + "/v1/tenants", json={"name": "adm-q", "max_sandboxes": 1}).status_code == 201
+    s = small.session(key=small.new_tenant_key("adm-q"))
+    first = create(small, s)["sandbox_id"]
+    r = s.post(small.url + "/v1/sandboxes", json=SMALL)
+    assert r.status_code == 429 and r.json()["code"] == "quota_exceeded", r.text
+    assert "max_sandboxes" in r.json()["detail"] and int(r.headers["Retry-After"]) > 0, r.headers
+    delete_all(small, s, [first])
