@@ -23,10 +23,12 @@ def small():
                    "ORCHARD_CAPACITY_CPU_RESERVE": "0", "ORCHARD_CAPACITY_MEMORY": "4Gi",
                    "ORCHARD_CAPACITY_MEMORY_RESERVE": "0"})
     s.start()
-    s.wait_for(lambda: s.scalar("SELECT cpu_millis FROM driver_capacity") == "2000",
-               timeout=60, what="the controller's capacity report")
-    yield s
-    s.close()
+    try:
+        s.wait_for(lambda: s.scalar("SELECT cpu_millis FROM driver_capacity") == "2000",
+                   timeout=60, what="the controller's capacity report")
+        yield s
+    finally:
+        s.close()
 
 
 def create(st, session, body=SMALL, **kw):
