@@ -32,10 +32,30 @@ STAGES=${ORCHARD_TEST_STAGES:-spec unit fuzz integration san valgrind soak}
 # (R), so a test that needs them shows. ORCHARD_TEST_RERUNS=0 turns it off.
 PYTEST=(/usr/bin/python3 -m pytest -q -p no:cacheprovider -rfER
 	--timeout "${PYTEST_TIMEOUT:-900}" --reruns "${ORCHARD_TEST_RERUNS:-1}" --reruns-delay 2)
-stage() { [[ " $STAGES " == *" $1 "* ]] && T0=$SECONDS; }
-timed() { TIMES+=("$1 $((SECONDS - T0))s"); }
+stage() { [[ " $STAGES " == *" $1 "* ]] && T0=$SECONDS && RC0=$rc; }
+# timed NAME: record the stage's time, and its name among the failed ones
+# when it set rc; the last lines repeat both, since a CI log is often read
+# from its tail only.
+timed() {
+	TIMES+=("$1 $((SECONDS - T0))s")
+	[ "$rc" -ne "$RC0" ] && FAILED_STAGES+=("$1")
+	return 0
+}
 TIMES=()
+FAILED_STAGES=()
 rc=0
+RC0=0
+# Every pytest run's failed tests, repeated at the end (see timed()).
+FAILED_TESTS=$(mktemp /tmp/orchard-failed.XXXXXX)
+trap 'rm -f "$FAILED_TESTS"' EXIT
+pytest_run() {
+	# pytest_run LABEL ARGS...: run pytest, keep its FAILED/ERROR summary lines.
+	local label=$1 prc
+	shift
+	"${PYTEST[@]}" "$@" 2>&1 | tee >(grep -E '^(FAILED|ERROR) ' | sed "s|^|$label: |" >>"$FAILED_TESTS")
+	prc=${PIPESTATUS[0]}
+	return "$prc"
+}
 
 if stage spec; then
 echo "== OpenAPI lint (docs/openapi.yaml, scripts/lint-openapi.sh)"
@@ -72,7 +92,7 @@ fi
 
 if stage integration; then
 echo "== integration tests (tests/integration, tests/k8s)"
-"${PYTEST[@]}" tests/integration tests/reliability tests/k8s "$@"
+pytest_run integration tests/integration tests/reliability tests/k8s "$@"
 prc=$?
 case $prc in
 0) ;;
@@ -118,7 +138,7 @@ else
 			echo "test: unit tests under sanitizers FAILED" >&2
 			src=1
 		fi
-		"${PYTEST[@]}" tests/integration "${SAN_SKIP[@]}" "$@"
+		pytest_run san tests/integration "${SAN_SKIP[@]}" "$@"
 		case $? in
 		0) ;;
 		5) echo "test: pytest collected no tests" >&2; src=1 ;;
@@ -161,7 +181,9 @@ fi
 
 (IFS=,; echo "test: stage times: ${TIMES[*]}")
 if [ $rc -ne 0 ]; then
-	echo "test: FAILED" >&2
+	sleep 1 # the tee'd grep of the last pytest run may still be writing
+	sed 's/^/test: /' "$FAILED_TESTS" >&2
+	echo "test: FAILED stages: ${FAILED_STAGES[*]}" >&2
 else
 	echo "test: all suites passed"
 fi
