@@ -11,6 +11,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <json-c/json.h>
 #include <curl/curl.h>
 
@@ -128,6 +129,27 @@ int bench_sandbox_agent(char *addr, size_t addrlen, char *token, size_t toklen,
 			const char *database_url, const char *id);
 int bench_valid_id(const char *id);
 
+/* ---- the stack's processes (mem.c) ------------------------------------ */
+
+/* Which part of the stack a process belongs to (its tree's root). */
+enum { BENCH_PROC_NONE, BENCH_PROC_POSTGRES, BENCH_PROC_API, BENCH_PROC_CONTROLLER,
+       BENCH_PROC_NGINX, BENCH_PROC_SANDBOX, BENCH_PROC_PARTS };
+
+struct bench_proc {
+	long pid, ppid;
+	int in;        /* BENCH_PROC_* */
+	int cand;      /* a candidate sandbox root: detached, or bwrap */
+};
+
+/* The processes of the stack in stack_dir: postgres, api, controller,
+ * nginx and their descendants, and every detached or bwrap process whose
+ * command line names stack_dir/sandboxes/ (the sandboxes' launchers, their
+ * agents and descendants). Returns how many; *out (free()) holds them, or
+ * is NULL when stack_dir does not exist. */
+size_t bench_stack_procs(struct bench_proc **out, const char *stack_dir);
+/* Read a small /proc file, NUL-terminated; its length or -1. */
+ssize_t bench_read_small(const char *path, char *buf, size_t len);
+
 /* ---- memory of the stack (mem.c) -------------------------------------- */
 
 struct bench_mem {
@@ -136,10 +158,8 @@ struct bench_mem {
 	long sandbox_procs;
 };
 
-/* Sum RSS (and PSS when want_pss) of the stack in stack_dir: postgres,
- * api, controller, nginx and their descendants, and every detached or
- * bwrap process whose command line names stack_dir/sandboxes/ (the
- * sandboxes' launchers, their agents and descendants). */
+/* Sum RSS (and PSS when want_pss) of the stack in stack_dir
+ * (bench_stack_procs). */
 int bench_mem_sample(struct bench_mem *out, const char *stack_dir, int want_pss);
 
 /* A background thread sampling RSS every interval_ms and keeping the peak. */
@@ -159,6 +179,7 @@ int bench_scale(const struct bench_cfg *cfg, struct bench_report *r);
 int bench_read_path(const struct bench_cfg *cfg, struct bench_report *r);
 int bench_nginx_baseline(const struct bench_cfg *cfg, struct bench_report *r);
 int bench_files(const struct bench_cfg *cfg, struct bench_report *r);
+int bench_exec_cpu(const struct bench_cfg *cfg, struct bench_report *r);
 
 /* Shared pieces of the exec scenario (exec.c). bench_exec_parts splits an
  * exec's client time ms by the answer's own timestamps into parts[0..2]
@@ -166,5 +187,11 @@ int bench_files(const struct bench_cfg *cfg, struct bench_report *r);
  * agent's answer, parts[0] (duration_ms) and parts[2] (the rest). */
 void bench_exec_parts(struct bench_op *parts, json_object *o, double ms);
 int bench_spawn_bash_true(double *ms_out);
+/* bash -c script, spawned like bench_spawn_bash_true; -1 unless it exits 0. */
+int bench_spawn_bash(const char *script, double *ms_out);
+/* One exec (POST path body on c); ok when the answer says exit code 0. */
+#define BENCH_EXEC_BODY "{\"command\":\"true\",\"wait\":true}"
+void bench_exec_one(struct bench_op *op, struct bench_op *parts, struct bench_http *c,
+		    const char *path, const char *body);
 
 #endif

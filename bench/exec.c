@@ -15,7 +15,6 @@
 #include "json.h"
 
 #define BLOCK 50
-#define EXEC_BODY "{\"command\":\"true\",\"wait\":true}"
 #define AGENT_BODY "{\"command\":\"true\"}"
 
 /*
@@ -26,11 +25,12 @@
  * missing SHELL makes it read the password database, so the caller's shell
  * would move the ratio by 20 % (bench/results/agentexec-2026-12-03c.md).
  */
-int bench_spawn_bash_true(double *ms_out)
+int bench_spawn_bash(const char *script, double *ms_out)
 {
-	static char a0[] = "bash", a1[] = "-c", a2[] = "true";
+	static char a0[] = "bash", a1[] = "-c";
 	static char e0[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		e1[] = "HOME=/root", e2[] = "SHELL=/bin/bash";
+	char a2[256];
 	char *const argv[] = { a0, a1, a2, NULL };
 	char *const envp[] = { e0, e1, e2, NULL };
 	double t0 = bench_now_ms();
@@ -38,6 +38,8 @@ int bench_spawn_bash_true(double *ms_out)
 	int status, rc, fd;
 	pid_t pid;
 
+	if ((size_t)snprintf(a2, sizeof(a2), "%s", script) >= sizeof(a2))
+		return -1;
 	posix_spawn_file_actions_init(&fa);
 	for (fd = 0; fd < 3; fd++)
 		posix_spawn_file_actions_addopen(&fa, fd, "/dev/null", O_RDWR, 0);
@@ -53,6 +55,11 @@ int bench_spawn_bash_true(double *ms_out)
 		return -1;
 	*ms_out = bench_now_ms() - t0;
 	return 0;
+}
+
+int bench_spawn_bash_true(double *ms_out)
+{
+	return bench_spawn_bash("true", ms_out);
 }
 
 static void one_bash(struct bench_op *op)
@@ -93,8 +100,7 @@ void bench_exec_parts(struct bench_op *parts, json_object *o, double ms)
 	}
 }
 
-/* One exec; ok when the job/agent answer says exit code 0. */
-static void one_exec(struct bench_op *op, struct bench_op *parts, struct bench_http *c,
+void bench_exec_one(struct bench_op *op, struct bench_op *parts, struct bench_http *c,
 		     const char *path, const char *body)
 {
 	json_object *o = NULL;
@@ -186,9 +192,9 @@ static void exec_rounds(struct exec_ctx *x, const struct bench_cfg *cfg,
 		for (i = 0; bash && i < b; i++)
 			one_bash(bash);
 		for (i = 0; agent && i < b; i++)
-			one_exec(agent, parts ? parts + 3 : NULL, &x->agent, "/exec", AGENT_BODY);
+			bench_exec_one(agent, parts ? parts + 3 : NULL, &x->agent, "/exec", AGENT_BODY);
 		for (i = 0; stack && i < b; i++)
-			one_exec(stack, parts, &x->api, x->stack_path, EXEC_BODY);
+			bench_exec_one(stack, parts, &x->api, x->stack_path, BENCH_EXEC_BODY);
 		done += b;
 	}
 	(void)cfg;

@@ -22,6 +22,8 @@ static const struct command commands[] = {
 	  "sequential `true` execs: full stack, agent alone, bash -c true (interleaved)" },
 	{ "stack-exec", bench_stack_exec, 1, 1000, 1, 20, 600,
 	  "only the full-stack execs of exec-latency (for profiling)" },
+	{ "exec-cpu", bench_exec_cpu, 1, 300, 1, 20, 600,
+	  "CPU of the stack's processes per exec (from /proc, needs --stack-dir) vs bash's" },
 	{ "create-latency", bench_create_latency, 1, 200, 1, 5, 600,
 	  "sequential create + wait + delete" },
 	{ "scale", bench_scale, 1, 1000, 128, 0, 600,
@@ -58,7 +60,7 @@ static void usage(FILE *f)
 		"  --cacert FILE       ($ORCHARD_CACERT)\n"
 		"  --database-url URL  to read an agent's address ($ORCHARD_DATABASE_URL)\n"
 		"  --agent unix:PATH --agent-token TOKEN   the agent, instead of the database\n"
-		"  --stack-dir DIR     scripts/stack.sh var dir: measure the stack's memory\n"
+		"  --stack-dir DIR     scripts/stack.sh var dir: measure the stack's memory and CPU\n"
 		"  --image IMAGE       sandbox image (host)\n"
 		"  --file-mib M        files: size of the raw file in MiB (256)\n"
 		"  --small-files K     files: files in the tar (10000)\n"

@@ -24,13 +24,7 @@
 #include "strutil.h"
 #include "xalloc.h"
 
-struct proc {
-	long pid, ppid;
-	int in;        /* 1: stack, 2: sandbox subtree */
-	int cand;      /* a candidate sandbox root: detached, or bwrap */
-};
-
-static ssize_t read_small(const char *path, char *buf, size_t len)
+ssize_t bench_read_small(const char *path, char *buf, size_t len)
 {
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -53,7 +47,7 @@ static long read_pidfile(const char *dir, const char *name)
 	int64_t v;
 
 	snprintf(path, sizeof(path), "%s/run/%s.pid", dir, name);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (bench_read_small(path, buf, sizeof(buf)) < 0)
 		return -1;
 	buf[strcspn(buf, "\r\n")] = '\0';
 	if (orc_parse_i64(&v, buf, 1, 1 << 30) < 0)
@@ -68,7 +62,7 @@ static int cmdline_has(long pid, const char *needle)
 	ssize_t n, i;
 
 	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-	n = read_small(path, buf, sizeof(buf));
+	n = bench_read_small(path, buf, sizeof(buf));
 	if (n <= 0)
 		return 0;
 	for (i = 0; i < n; i++)
@@ -77,11 +71,11 @@ static int cmdline_has(long pid, const char *needle)
 	return strstr(buf, needle) != NULL;
 }
 
-static size_t list_procs(struct proc **out)
+static size_t list_procs(struct bench_proc **out)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *de;
-	struct proc *v = NULL;
+	struct bench_proc *v = NULL;
 	size_t n = 0, alloc = 0;
 
 	if (!d)
@@ -94,7 +88,7 @@ static size_t list_procs(struct proc **out)
 		if (orc_parse_i64(&pid, de->d_name, 1, 1 << 30) < 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-		if (read_small(path, buf, sizeof(buf)) < 0)
+		if (bench_read_small(path, buf, sizeof(buf)) < 0)
 			continue;
 		/* "pid (comm) S ppid ...": comm may hold spaces and parens. */
 		p = strrchr(buf, ')');
@@ -126,7 +120,7 @@ static double rss_mb(long pid)
 	long long size, res;
 
 	snprintf(path, sizeof(path), "/proc/%ld/statm", pid);
-	if (read_small(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%lld %lld", &size, &res) != 2)
+	if (bench_read_small(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%lld %lld", &size, &res) != 2)
 		return 0;
 	return (double)res * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
@@ -137,7 +131,7 @@ static double pss_mb(long pid)
 	long long kb;
 
 	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", pid);
-	if (read_small(path, buf, sizeof(buf)) < 0)
+	if (bench_read_small(path, buf, sizeof(buf)) < 0)
 		return 0;
 	p = strstr(buf, "\nPss:");
 	if (!p || sscanf(p + 5, "%lld", &kb) != 1)
@@ -147,24 +141,23 @@ static double pss_mb(long pid)
 
 static int cmp_pid(const void *a, const void *b)
 {
-	const struct proc *x = a, *y = b;
+	const struct bench_proc *x = a, *y = b;
 
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-int bench_mem_sample(struct bench_mem *out, const char *stack_dir, int want_pss)
+size_t bench_stack_procs(struct bench_proc **out, const char *stack_dir)
 {
 	static const char *const names[] = { "postgres", "api", "controller", "nginx" };
-	struct bench_mem m = { 0, 0, 0, 0 };
-	struct proc *v = NULL;
+	struct bench_proc *v = NULL;
 	char real[PATH_MAX], needle[PATH_MAX + 16];
 	long roots[4];
-	size_t n, i, k;
+	size_t n, i, k, kept;
 	int changed = 1;
 
-
+	*out = NULL;
 	if (!realpath(stack_dir, real))
-		return -1;
+		return 0;
 	snprintf(needle, sizeof(needle), "%s/sandboxes/", real);
 	for (k = 0; k < 4; k++)
 		roots[k] = read_pidfile(real, names[k]);
@@ -172,19 +165,19 @@ int bench_mem_sample(struct bench_mem *out, const char *stack_dir, int want_pss)
 	for (i = 0; i < n; i++) {
 		for (k = 0; k < 4; k++)
 			if (v[i].pid == roots[k])
-				v[i].in = 1;
+				v[i].in = BENCH_PROC_POSTGRES + (int)k;
 		/* Reading every command line would cost the machine more than
 		 * the stack at a few thousand processes: only those of
 		 * detached processes (the launchers' roots) and bubblewrap's. */
 		if (!v[i].in && v[i].cand && cmdline_has(v[i].pid, needle))
-			v[i].in = 2;
+			v[i].in = BENCH_PROC_SANDBOX;
 	}
 	/* Descendants inherit their parent's mark (a few passes: trees are shallow). */
 	qsort(v, n, sizeof(*v), cmp_pid);
 	while (changed) {
 		changed = 0;
 		for (i = 0; i < n; i++) {
-			struct proc key = { v[i].ppid, 0, 0, 0 }, *parent;
+			struct bench_proc key = { v[i].ppid, 0, 0, 0 }, *parent;
 
 			if (v[i].in)
 				continue;
@@ -195,11 +188,24 @@ int bench_mem_sample(struct bench_mem *out, const char *stack_dir, int want_pss)
 			}
 		}
 	}
+	for (i = kept = 0; i < n; i++)
+		if (v[i].in)
+			v[kept++] = v[i];
+	*out = v;
+	return kept;
+}
+
+int bench_mem_sample(struct bench_mem *out, const char *stack_dir, int want_pss)
+{
+	struct bench_mem m = { 0, 0, 0, 0 };
+	struct bench_proc *v = NULL;
+	size_t n, i;
+
+	if (!(n = bench_stack_procs(&v, stack_dir)) && !v)
+		return -1;
 	for (i = 0; i < n; i++) {
-		if (!v[i].in)
-			continue;
 		m.procs++;
-		if (v[i].in == 2)
+		if (v[i].in == BENCH_PROC_SANDBOX)
 			m.sandbox_procs++;
 		m.rss_mb += rss_mb(v[i].pid);
 		if (want_pss)

@@ -8,6 +8,7 @@
 # Sizes (defaults are issue 8's; BENCH_QUICK=1 runs small ones in about a
 # minute, BENCH_TINY=1 runs each scenario once at a tiny size):
 #   BENCH_EXEC_N        sequential execs, each of stack/agent/bash   (1000)
+#   BENCH_CPU_N         execs of each command in exec-cpu             (300)
 #   BENCH_CREATE_N      sequential create+wait+delete cycles          (200)
 #   BENCH_SCALE_N       sandboxes in the scale scenario               (1000)
 #   BENCH_SCALE_C       client concurrency of the scale scenario      (128)
@@ -18,7 +19,7 @@
 #   BENCH_FILES_MIB     raw file size in MiB                          (256)
 #   BENCH_FILES_SMALL   small files in the tar                        (10000)
 #   BENCH_SCENARIOS     which to run, in order
-#                       (exec-latency create-latency read-path files scale)
+#                       (exec-latency exec-cpu create-latency read-path files scale)
 #   BENCH_PORTS         port range to pick a free one from (18800-18819)
 #   BENCH_KEEP=1        keep the temporary stack directory (logs)
 #   BENCH_OUT           results file (bench/results/<date>.json)
@@ -34,16 +35,17 @@ die() { say "$*"; exit 1; }
 [ -x "$BENCH" ] || die "$BENCH is missing: run make bin/orchard-bench (or make bench)"
 
 if [ -n "${BENCH_TINY:-}" ]; then
-	d_exec=5 d_create=2 d_scale=4 d_scale_c=4 d_read=200 d_read_c=8
+	d_exec=5 d_cpu=5 d_create=2 d_scale=4 d_scale_c=4 d_read=200 d_read_c=8
 	d_files=1 d_files_mib=1 d_files_small=50
 elif [ -n "${BENCH_QUICK:-}" ]; then
-	d_exec=100 d_create=20 d_scale=50 d_scale_c=16 d_read=2000 d_read_c=64
+	d_exec=100 d_cpu=100 d_create=20 d_scale=50 d_scale_c=16 d_read=2000 d_read_c=64
 	d_files=2 d_files_mib=64 d_files_small=1000
 else
-	d_exec=1000 d_create=200 d_scale=1000 d_scale_c=128 d_read=20000 d_read_c=64
+	d_exec=1000 d_cpu=300 d_create=200 d_scale=1000 d_scale_c=128 d_read=20000 d_read_c=64
 	d_files=5 d_files_mib=256 d_files_small=10000
 fi
 EXEC_N=${BENCH_EXEC_N:-$d_exec}
+CPU_N=${BENCH_CPU_N:-$d_cpu}
 CREATE_N=${BENCH_CREATE_N:-$d_create}
 SCALE_N=${BENCH_SCALE_N:-$d_scale}
 SCALE_C=${BENCH_SCALE_C:-$d_scale_c}
@@ -53,8 +55,8 @@ READ_C=${BENCH_READ_C:-$d_read_c}
 FILES_N=${BENCH_FILES_N:-$d_files}
 FILES_MIB=${BENCH_FILES_MIB:-$d_files_mib}
 FILES_SMALL=${BENCH_FILES_SMALL:-$d_files_small}
-SCENARIOS=${BENCH_SCENARIOS:-exec-latency create-latency read-path files scale}
-for v in "$EXEC_N" "$CREATE_N" "$SCALE_N" "$SCALE_C" "$SCALE_EXECS" "$READ_N" "$READ_C" \
+SCENARIOS=${BENCH_SCENARIOS:-exec-latency exec-cpu create-latency read-path files scale}
+for v in "$EXEC_N" "$CPU_N" "$CREATE_N" "$SCALE_N" "$SCALE_C" "$SCALE_EXECS" "$READ_N" "$READ_C" \
 	"$FILES_N" "$FILES_MIB" "$FILES_SMALL"; do
 	[[ $v =~ ^[0-9]{1,7}$ ]] || die "sizes must be integers (got \"$v\")"
 done
@@ -163,6 +165,7 @@ run() {
 for s in $SCENARIOS; do
 	case $s in
 	exec-latency) run exec-latency -n "$EXEC_N" ;;
+	exec-cpu) run exec-cpu -n "$CPU_N" --stack-dir "$VAR" ;;
 	create-latency) run create-latency -n "$CREATE_N" ;;
 	read-path) run read-path -n "$READ_N" -c "$READ_C" ;;
 	files)

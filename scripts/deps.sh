@@ -27,6 +27,7 @@ PACKAGES=(
 	git busybox-static patchelf
 	clang lld libclang-rt-14-dev
 	valgrind
+	linux-perf  # profiles of the stack (bench/README.md)
 	fish  # parses the generated fish completion (tests/integration/test_cli.py)
 )
 
