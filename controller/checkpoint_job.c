@@ -163,3 +163,14 @@ char *local_copy_cancel(struct local *l, int *froze_out, const char *ckpt)
 	job_free(l, j, froze_out, &sandbox);
 	return sandbox;
 }
+
+void local_copy_release(struct local *l)
+{
+	/* The helpers die with the controller (PR_SET_PDEATHSIG); a job left
+	 * unfinished is the next controller's to remove. */
+	while (l->njobs)
+		job_free(l, &l->jobs[l->njobs - 1], NULL, NULL);
+	free(l->jobs);
+	l->jobs = NULL;
+	l->ajobs = 0;
+}

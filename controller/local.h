@@ -7,10 +7,11 @@
 
 #include "driver.h"
 /*
- * Internals of the local driver (driver_local.c): the bubblewrap command
- * line, launching a process that outlives the controller, /proc lookups,
- * safe removal of a sandbox's host directory, readiness hints and the
- * agent's socket. The driver's own state is in local_driver.h.
+ * Internals of the local driver (driver_local.c holds its operations
+ * table and start-up): launching and destroying a sandbox, reading its
+ * host state back, the bubblewrap command line, launching a process that
+ * outlives the controller, /proc lookups, readiness hints and the agent's
+ * socket. The driver's own state is in local_driver.h.
  */
 
 /* A NULL-terminated, heap-allocated string vector. */
@@ -139,9 +140,31 @@ int ctl_seccomp_build(int *out);
  * launch: bwrap reads it to the end), or -1. */
 int ctl_seccomp_open(int filter_fd);
 
-/* ---- local_ready.c ---------------------------------------------------- */
+/* How long a SIGKILLed sandbox may take to be gone. */
+#define LOCAL_KILL_TIMEOUT_MS 2000
 
 struct local;
+
+/* ---- local_create.c, local_destroy.c ---------------------------------- */
+
+/* The driver's create and destroy operations (driver.h). */
+int local_create(struct ctl_driver *d, struct ctl_sandbox *sb);
+int local_destroy(struct ctl_driver *d, const char *id, const char *handle);
+
+/* ---- local_state.c ---------------------------------------------------- */
+
+/* The driver's alive, list_owned and diagnose operations (driver.h). */
+int local_alive(struct ctl_driver *d, const char *id, const char *handle);
+int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout);
+char *local_diagnose(struct ctl_driver *d, const char *id);
+/* The handle recorded in <id>/handle; ORC_ENOTFOUND when there is none. */
+int local_handle_read(struct ctl_proc_id *out, struct local *l, const char *id);
+/* Write data to name in dfd (created with mode, truncated, never through
+ * a symlink), owned by uid:gid when chown_it. ORC_ERROR on failure. */
+int local_write_file_at(int dfd, const char *name, const char *data, mode_t mode,
+			uid_t uid, gid_t gid, int chown_it);
+
+/* ---- local_ready.c ---------------------------------------------------- */
 
 /* Watch <state_dir>/<id>/run for the agent's socket (no-op without inotify). */
 void local_watch_run_dir(struct local *l, const char *state_dir, const char *id);
@@ -189,6 +212,8 @@ int local_copy_poll(struct local *l, int *froze_out, const char *ckpt);
 /* Stop ckpt's job (SIGKILL); its sandbox id (to thaw when *froze_out),
  * or NULL when there was none. */
 char *local_copy_cancel(struct local *l, int *froze_out, const char *ckpt);
+/* Forget every job (the driver's release); the helpers end with us. */
+void local_copy_release(struct local *l);
 
 /* ---- local_socket.c --------------------------------------------------- */
 

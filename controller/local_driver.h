@@ -6,9 +6,9 @@
 #include "driver.h"
 #include "local.h"
 /*
- * The local driver's state (ctl_driver.priv), shared by driver_local.c,
- * local_ready.c and local_socket.c. Not in local.h because it holds a
- * struct ctl_cgroups, and cgroup.h includes local.h.
+ * The local driver's state (ctl_driver.priv), shared by its files
+ * (driver_local.c, local_*.c, checkpoint_*.c). Not in local.h because it
+ * holds a struct ctl_cgroups, and cgroup.h includes local.h.
  */
 
 struct watch {
