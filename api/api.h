@@ -246,6 +246,8 @@ int api_ready_get(struct api_req *r);                /* resources.c */
 int api_resources_get(struct api_req *r);
 int api_stats_get(struct api_req *r);                /* stats.c */
 int api_sandbox_create(struct api_req *r);           /* sandbox_create.c */
+int api_batch_create(struct api_req *r);             /* batch_create.c */
+int api_batch_wait(struct api_req *r);               /* batch_wait.c */
 int api_sandbox_list(struct api_req *r);             /* sandboxes.c */
 int api_sandbox_get(struct api_req *r);
 int api_sandbox_wait(struct api_req *r);
@@ -484,14 +486,15 @@ char *api_url_escape(const char *s);
 
 /* ---- quota.c ---------------------------------------------------------- */
 
-/*
- * Inside the caller's transaction: lock the tenant's row and check that a
- * new sandbox of cpu_millis and memory_bytes fits the tenant's quotas.
- * ORC_EQUOTA with a message naming the quota and the numbers.
- */
 /* capacity.c: a 422 (ORC_EINVALID with msg) for a size no node can hold. */
 int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, char *msg, size_t msglen);
-int api_quota_check(PGconn *db, int64_t tenant_id, int64_t cpu_millis, int64_t memory_bytes,
+/*
+ * Inside the caller's transaction: lock the tenant's row and check that n
+ * new sandboxes of cpu_millis and memory_bytes each fit the tenant's
+ * quotas, all or none. ORC_EQUOTA with a message naming the quota and the
+ * numbers.
+ */
+int api_quota_check(PGconn *db, int64_t tenant_id, int n, int64_t cpu_millis, int64_t memory_bytes,
 		    char *msg, size_t msglen);
 
 /* ---- lease.c: runner leases ------------------------------------------ */

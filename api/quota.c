@@ -30,7 +30,7 @@ static int count_live(long long *out, PGconn *db, const char *const *params)
 	return 0;
 }
 
-int api_quota_check(PGconn *db, int64_t tenant_id, int64_t cpu_millis, int64_t memory_bytes,
+int api_quota_check(PGconn *db, int64_t tenant_id, int n, int64_t cpu_millis, int64_t memory_bytes,
 		    char *msg, size_t msglen)
 {
 	char tenant[24];
@@ -72,10 +72,10 @@ int api_quota_check(PGconn *db, int64_t tenant_id, int64_t cpu_millis, int64_t m
 	max_sb = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 	if ((err = count_live(&live, db, params)) < 0)
 		goto done;
-	if (live >= max_sb) {
+	if (live + n > max_sb) {
 		snprintf(msg, msglen, "quota exceeded: max_sandboxes of tenant \"%s\" is %lld and it has "
-			 "%lld live sandboxes (pending or ready); delete one first", PQgetvalue(res, 0, 0),
-			 max_sb, live);
+			 "%lld live sandboxes (pending or ready); %d more do not fit, delete some first",
+			 PQgetvalue(res, 0, 0), max_sb, live, n);
 		err = ORC_EQUOTA;
 	}
 done:

@@ -36,6 +36,8 @@ static const struct api_route routes[] = {
 	{ "GET",    "/stats",                    api_stats_get,         0 },
 	{ "GET",    "/metrics",                  api_metrics_get,       ROUTE_ADMIN },
 	{ "POST",   "/sandboxes",                api_sandbox_create,    0 },
+	{ "POST",   "/sandboxes/batch",          api_batch_create,      0 },
+	{ "GET",    "/sandboxes/batch/{id}/wait", api_batch_wait,       0 },
 	{ "GET",    "/sandboxes",                api_sandbox_list,      0 },
 	{ "GET",    "/sandboxes/{id}",           api_sandbox_get,       0 },
 	{ "DELETE", "/sandboxes/{id}",           api_sandbox_delete,    ROUTE_ANY_ID },
@@ -128,6 +130,8 @@ static const char *id_kind(const char *path)
 		return "key";
 	if (!strncmp(path, "/checkpoints/", 13))
 		return "checkpoint";
+	if (!strncmp(path, "/sandboxes/batch/", 17))
+		return "batch";
 	return "sandbox";
 }
 

@@ -20,34 +20,17 @@
 
 #include "api.h"
 #include "checkpoint.h"
+#include "create.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
+#include "pgarray.h"
 #include "strutil.h"
 #include "validate.h"
 #include "xalloc.h"
 
 #define IMAGE_MAX 1024
 #define CREATE_ATTEMPTS 4
-
-struct create_req {
-	const char *image;
-	char cpu[32];
-	char memory[32];
-	int64_t cpu_millis;
-	int64_t memory_bytes;
-	int block_network;
-	int tools;                /* the sandbox-tools bundle (default true) */
-	const char *sandbox_id;   /* NULL: generate */
-	int64_t timeout;
-	int64_t ttl;              /* 0: default */
-	int64_t idle;             /* 0: default */
-	json_object *labels;
-	json_object *env;
-	const char *workdir;
-	const char *idempotency_key;
-	struct api_step_policy checkpoints;   /* step_policy.c */
-};
 
 /* The size of a sandbox whose create names none: ORCHARD_SANDBOX_CPU and
  * ORCHARD_SANDBOX_MEMORY, smaller than Orchard's 4 / 16Gi so that a 2-core
@@ -97,8 +80,8 @@ static int quantity(char *out, size_t outlen, json_object *body, const char *key
 	return 0;
 }
 
-static int parse_create(struct create_req *c, struct api_req *r, json_object *body,
-			char *msg, size_t msglen)
+int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *body,
+		     char *msg, size_t msglen)
 {
 	json_object *v;
 	int err;
@@ -222,7 +205,7 @@ static int check_image(PGconn *db, const char *image, char *msg, size_t msglen)
 	return ORC_EINVALID;
 }
 
-static char *event_data(const struct create_req *c)
+static char *event_data(const struct api_create_req *c)
 {
 	json_object *o = json_object_new_object();
 	char *s;
@@ -239,23 +222,28 @@ static char *event_data(const struct create_req *c)
 	return s;
 }
 
-static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct create_req *c,
-		  const char *id, char *msg, size_t msglen)
+int api_create_insert(PGresult **out, PGconn *db, struct api_req *r, const struct api_create_req *c,
+		      const char *const *ids, int n, const char *batch_id)
 {
+	struct orc_pg_array id_arr = ORC_PG_ARRAY_INIT, token_arr = ORC_PG_ARRAY_INIT;
 	PGresult *res = NULL;
 	char tenant[24], cpu_m[24], mem_b[24], timeout[24], ttl[24], idle[24], token[65];
 	char *data = event_data(c), *sql;
-	const char *params[21];
-	int err;
+	const char *params[22];
+	int err = 0, i;
 
+	for (i = 0; i < n; i++) {
+		orc_random_hex(token, 32);
+		orc_pg_array_add(&id_arr, ids[i]);
+		orc_pg_array_add(&token_arr, token);
+	}
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(cpu_m, sizeof(cpu_m), "%lld", (long long)c->cpu_millis);
 	snprintf(mem_b, sizeof(mem_b), "%lld", (long long)c->memory_bytes);
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)c->timeout);
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)c->ttl);
 	snprintf(idle, sizeof(idle), "%lld", (long long)c->idle);
-	orc_random_hex(token, 32);
-	params[0] = id;
+	params[0] = orc_pg_array_cstr(&id_arr);
 	params[1] = tenant;
 	params[2] = c->image;
 	params[3] = c->cpu;
@@ -269,44 +257,77 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct cr
 	params[11] = timeout;
 	params[12] = c->ttl ? ttl : NULL;
 	params[13] = c->idle ? idle : NULL;
-	params[14] = token;
+	params[14] = orc_pg_array_cstr(&token_arr);
 	params[15] = r->key_id;
 	params[16] = c->idempotency_key;
 	params[17] = data;
 	params[18] = r->request_id;
 	params[19] = api_server.driver;
 	params[20] = c->tools ? "true" : "false";
+	params[21] = batch_id;
 	sql = xasprintf(
 		"WITH s AS (INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis,"
 		" memory_bytes, block_network, labels, env, workdir, timeout_seconds, ttl_seconds,"
-		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key, driver, tools)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11, $12, $13, $14,"
-		" $15, $16::bigint, $17, $20, $21::boolean) RETURNING *),"
+		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key, driver, tools,"
+		" batch_id)"
+		" SELECT u.id, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11, $12, $13, $14,"
+		" u.token, $16::bigint, $17, $20, $21::boolean, $22"
+		" FROM unnest($1::text[], $15::text[]) WITH ORDINALITY AS u(id, token, n) ORDER BY u.n"
+		" RETURNING *),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
 		" SELECT s.id, s.tenant_id, 'sandbox.create', $18::jsonb, $16::bigint, nullif($19, '')"
 		" FROM s)"
 		" SELECT %s FROM s JOIN tenants t ON t.id = s.tenant_id", api_sandbox_cols);
-	/* The quota check and the insert are one transaction (quota.c). */
-	if ((err = orc_pg_begin(db)) < 0)
+	if ((err = orc_pg_query(&res, db, sql, 22, params)) < 0)
 		goto done;
-	if ((err = api_quota_check(db, r->tenant_id, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
-	    (err = orc_pg_query(&res, db, sql, 21, params)) < 0 ||
-	    (err = api_step_policy_store(db, id, r->tenant_id, &c->checkpoints)) < 0 ||
-	    (err = orc_pg_commit(db)) < 0) {
-		orc_pg_rollback(db);
+	for (i = 0; i < n && err == 0; i++)
+		err = api_step_policy_store(db, ids[i], r->tenant_id, &c->checkpoints);
+	if (err < 0) {
 		PQclear(res);
 		goto done;
 	}
 	*out = res;
 done:
+	orc_pg_array_release(&id_arr);
+	orc_pg_array_release(&token_arr);
 	free(sql);
 	free(data);
 	return err;
 }
 
+int api_create_precheck(PGconn *db, const struct api_create_req *c, char *msg, size_t msglen)
+{
+	int err;
+
+	if ((err = check_image(db, c->image, msg, msglen)) < 0)
+		return err;
+	return api_capacity_check(db, c->cpu_millis, c->memory_bytes, msg, msglen);
+}
+
+/* One sandbox: the quota check and the insert are one transaction (quota.c). */
+static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct api_create_req *c,
+		  const char *id, char *msg, size_t msglen)
+{
+	const char *ids[1] = { id };
+	PGresult *res = NULL;
+	int err;
+
+	if ((err = orc_pg_begin(db)) < 0)
+		return err;
+	if ((err = api_quota_check(db, r->tenant_id, 1, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
+	    (err = api_create_insert(&res, db, r, c, ids, 1, NULL)) < 0 ||
+	    (err = orc_pg_commit(db)) < 0) {
+		orc_pg_rollback(db);
+		PQclear(res);
+		return err;
+	}
+	*out = res;
+	return 0;
+}
+
 int api_sandbox_create(struct api_req *r)
 {
-	struct create_req c;
+	struct api_create_req c;
 	json_object *body;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
@@ -315,7 +336,7 @@ int api_sandbox_create(struct api_req *r)
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_create(&c, r, body, msg, sizeof(msg))) < 0)
+	if ((err = api_create_parse(&c, r, body, msg, sizeof(msg))) < 0)
 		return api_reply_error(r, err, "%s", msg);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
@@ -325,8 +346,7 @@ int api_sandbox_create(struct api_req *r)
 	}
 	if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
 		goto done;
-	if ((err = check_image(db, c.image, msg, sizeof(msg))) < 0 ||
-	    (err = api_capacity_check(db, c.cpu_millis, c.memory_bytes, msg, sizeof(msg))) < 0)
+	if ((err = api_create_precheck(db, &c, msg, sizeof(msg))) < 0)
 		goto done;
 	for (attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
 		const char *id = c.sandbox_id;

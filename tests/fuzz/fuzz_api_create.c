@@ -1,8 +1,8 @@
 /*
  * The POST /sandboxes body of the api: orc_json_parse_object, then
- * parse_create in api/sandbox_create.c with the shared field checks of
+ * api_create_parse in api/sandbox_create.c with the shared field checks of
  * api/validate.c (labels, env, workdir) and orc_parse_cpu/_memory.
- * parse_create is static, so this file includes sandbox_create.c; the
+ * The handler is not linked alone, so this file includes sandbox_create.c; the
  * handler and its PostgreSQL and FastCGI calls are dropped by the linker's
  * --gc-sections (build.sh). api_req_param is stubbed (fuzz_api.h): an input that starts
  * with a line "Idempotency-Key: VALUE" sets that header, the rest is the
@@ -26,7 +26,7 @@ int api_valid_id(const char *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct create_req c;
+	struct api_create_req c;
 	struct api_req r;
 	json_object *body = NULL;
 	char msg[512] = "", *key;
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (orc_json_parse_object(&body, (const char *)data + skip, size - skip, msg, sizeof(msg)) < 0)
 		goto done;
 	msg[0] = '\0';
-	if ((err = parse_create(&c, &r, body, msg, sizeof(msg))) < 0) {
+	if ((err = api_create_parse(&c, &r, body, msg, sizeof(msg))) < 0) {
 		FUZZ_ASSERT(msg[0]);
 		goto done;
 	}

@@ -30,7 +30,7 @@ static int called_auth;
 
 #define HANDLERS(X) \
 	X(api_root_get) X(api_health_get) X(api_ready_get) X(api_resources_get) X(api_stats_get) \
-	X(api_metrics_get) X(api_sandbox_create) X(api_sandbox_list) X(api_sandbox_get) \
+	X(api_metrics_get) X(api_sandbox_create) X(api_batch_create) X(api_batch_wait) X(api_sandbox_list) X(api_sandbox_get) \
 	X(api_sandbox_delete) X(api_sandbox_wait) X(api_sandbox_heartbeat) X(api_exec_post) \
 	X(api_job_list) X(api_job_get) X(api_job_wait) X(api_job_stream_get) X(api_trajectory_get) \
 	X(api_trajectory_bulk) \
