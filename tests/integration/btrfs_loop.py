@@ -5,7 +5,8 @@ the btrfs checkpoint backend's tests and bench (docs/checkpoints.md).
         ...
 
 The mount and the loop device are always undone, also when the body
-fails; the image file is removed.
+fails; the image file is removed. stack_on() is a whole started stack on
+either checkpoint backend, for the tests' module fixtures.
 """
 import contextlib
 import os
@@ -57,6 +58,25 @@ def mounted(mnt, size="2G"):
             _run("losetup", "-d", loop)
         if os.path.exists(image):
             os.unlink(image)
+
+
+@contextlib.contextmanager
+def stack_on(backend, env=None, size="2G"):
+    """A started Stack with ORCHARD_CHECKPOINT_BACKEND=backend (and env),
+    whose state dir is a fresh loop btrfs of size for "btrfs"; taken down,
+    unmounted and removed after. stack.backend names the backend."""
+    from stack import Stack, make_tmpdir
+    var = make_tmpdir()
+    s = Stack(var=var, env=dict(env or {}, ORCHARD_CHECKPOINT_BACKEND=backend))
+    s.backend = backend
+    with (mounted(os.path.join(var, "sandboxes"), size) if backend == "btrfs"
+          else contextlib.nullcontext()):
+        try:
+            s.start()
+            yield s
+        finally:
+            s.down()
+    s.remove()
 
 
 def _size_bytes(size):

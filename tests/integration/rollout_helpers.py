@@ -1,5 +1,8 @@
-"""Helpers of the rollout-tree tests (issue 21): test_fork_step.py,
-test_step_checkpoints.py, test_rollout_tree.py."""
+"""Sandbox helpers shared by the integration tests: create a sandbox and
+wait for it, run a command, upload, checkpoint, fork, read the trajectory,
+delete. First written for the rollout-tree tests (issue 21); the
+checkpoint, replay and trajectory tests use them too. Each asserts the
+answer it needs, so a test reads as its steps."""
 import base64
 import json
 
@@ -28,8 +31,17 @@ def upload(stack, s, sid, path, data):
     assert r.status_code == 200, r.text
 
 
-def checkpoint(stack, s, sid):
-    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json={})
+def execute(stack, s, sid, command, **kw):
+    """Run command to its end (exit status not checked); the job."""
+    r = s.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
+               json=dict(command=command, wait=True, **kw))
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] in ("succeeded", "failed"), r.json()
+    return r.json()
+
+
+def checkpoint(stack, s, sid, **body):
+    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json=body)
     assert r.status_code == 200, r.text
     return r.json()
 

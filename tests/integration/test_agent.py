@@ -15,10 +15,7 @@ import time
 
 import pytest
 
-from agent_http import REPO, UnixHTTPConnection
-
-AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
-TOKEN = "t0ken-for-agent-tests"
+from agent_http import AGENT, TOKEN, UnixHTTPConnection, stop_agent
 
 
 class Agent:
@@ -83,17 +80,6 @@ def start_agent(tmp, sock=None, token=TOKEN, extra_env=None):
     agent = Agent(sock, token)
     wait_for_health(agent, proc)
     return proc, agent
-
-
-def stop_agent(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 @pytest.fixture(scope="module")

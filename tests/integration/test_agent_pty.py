@@ -21,10 +21,9 @@ import time
 import pytest
 
 import agent_http
-from agent_http import REPO, UnixHTTPConnection
+from agent_http import AGENT, REPO, UnixHTTPConnection
 from busybox import static_busybox
 
-AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
 TOKEN = "pty-t0ken"
 INIT_TIMEOUT_MS = 1500
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -92,15 +91,7 @@ def start_agent(tmp, extra_env=None, argv_prefix=None, sock=None, agent_bin=AGEN
 
 
 def stop_agent(agent):
-    proc = agent.proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
+    return agent_http.stop_agent(agent.proc)
 
 
 @pytest.fixture(scope="module")

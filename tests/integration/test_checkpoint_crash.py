@@ -18,7 +18,6 @@ import time
 import pytest
 
 import btrfs_loop
-from stack import Stack, make_tmpdir
 from test_checkpoints import checkpoint, create, sh
 
 DELAY_MS = 4000
@@ -29,18 +28,9 @@ def stack(request):
     backend = request.param
     if backend == "btrfs" and btrfs_loop.unavailable():
         pytest.skip(btrfs_loop.unavailable())
-    var = make_tmpdir()
-    s = Stack(var=var, env={"ORCHARD_CHECKPOINT_BACKEND": backend,
-                            "ORCHARD_TEST_CHECKPOINT_DELAY_MS": str(DELAY_MS)})
-    s.backend = backend
-    mnt = os.path.join(var, "sandboxes")
-    with (btrfs_loop.mounted(mnt, "1G") if backend == "btrfs" else contextlib.nullcontext()):
-        try:
-            s.start()
-            yield s
-        finally:
-            s.down()
-    s.remove()
+    with btrfs_loop.stack_on(backend, {"ORCHARD_TEST_CHECKPOINT_DELAY_MS": str(DELAY_MS)},
+                             "1G") as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,9 @@ import uuid
 
 import pytest
 
+import rollout_helpers
+from rollout_helpers import sh
+
 RUN = uuid.uuid4().hex[:8]
 
 # A listing of everything in /workspace and /tmp/ck that a fork must keep.
@@ -29,29 +32,13 @@ SETUP = ("set -e; cd /workspace; printf 'hello\\0bytes' > data.bin; mkdir -p dee
 
 
 def create(stack, s, **spec):
-    body = {"image": "host", "labels": {"ck-run": RUN}}
-    body.update(spec)
-    r = s.post(stack.url + "/v1/sandboxes", json=body)
-    assert r.status_code == 200, r.text
-    sid = r.json()["sandbox_id"]
-    assert stack.wait_ready(s, sid)["status"] == "ready"
-    return sid
-
-
-def sh(stack, s, sid, command):
-    r = s.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
-               json={"command": command, "wait": True, "timeout": 120})
-    assert r.status_code == 200, r.text
-    j = r.json()
-    assert j["exit_code"] == 0, j
-    return j["stdout"]
+    return rollout_helpers.create(stack, s, {"ck-run": RUN}, **spec)
 
 
 def checkpoint(stack, s, sid, **body):
-    r = s.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json=body)
-    assert r.status_code == 200, r.text
-    assert r.json()["state"] == "ready", r.json()
-    return r.json()
+    ck = rollout_helpers.checkpoint(stack, s, sid, **body)
+    assert ck["state"] == "ready", ck
+    return ck
 
 
 def fork(stack, s, ckpt, count, headers=None):

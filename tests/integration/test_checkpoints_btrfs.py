@@ -10,7 +10,6 @@ import os
 import pytest
 
 import btrfs_loop
-from stack import Stack, make_tmpdir
 # Collected again here, against this module's stack.
 from test_checkpoints import (  # noqa: F401
     test_a_checkpoint_outlives_its_sandbox_and_delete_removes_it,
@@ -30,15 +29,8 @@ pytestmark = pytest.mark.skipif(btrfs_loop.unavailable() is not None,
 
 @pytest.fixture(scope="module")
 def stack():
-    var = make_tmpdir()
-    s = Stack(var=var, env={"ORCHARD_CHECKPOINT_BACKEND": "btrfs"})
-    with btrfs_loop.mounted(os.path.join(var, "sandboxes"), "2G"):
-        try:
-            s.start()
-            yield s
-        finally:
-            s.down()
-    s.remove()
+    with btrfs_loop.stack_on("btrfs") as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

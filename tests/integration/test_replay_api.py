@@ -20,6 +20,8 @@ import uuid
 import jsonschema
 import pytest
 
+import rollout_helpers
+from rollout_helpers import execute
 from stack import REPO
 from test_api import check_against_spec, load_spec
 
@@ -31,21 +33,7 @@ TAR_FILES = (("a.txt", b"from the tar\n"), ("sub/b.txt", b"deeper\n"))
 
 
 def create(stack, session, **spec):
-    body = {"image": "host", "labels": {"replay-api-run": RUN}}
-    body.update(spec)
-    r = session.post(stack.url + "/v1/sandboxes", json=body)
-    assert r.status_code == 200, r.text
-    sid = r.json()["sandbox_id"]
-    assert stack.wait_ready(session, sid)["status"] == "ready"
-    return sid
-
-
-def execute(stack, session, sid, command, **kw):
-    r = session.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
-                     json=dict(command=command, wait=True, **kw))
-    assert r.status_code == 200, r.text
-    assert r.json()["status"] in ("succeeded", "failed"), r.json()
-    return r.json()
+    return rollout_helpers.create(stack, session, {"replay-api-run": RUN}, **spec)
 
 
 def export_text(stack, session, sid):

@@ -14,6 +14,8 @@ import uuid
 import jsonschema
 import pytest
 
+import rollout_helpers
+from rollout_helpers import execute
 from stack import REPO
 
 SCHEMA_PATH = os.path.join(REPO, "docs", "trajectory.schema.json")
@@ -30,23 +32,8 @@ def validator():
 
 
 def create(stack, session, labels=None, **spec):
-    body = {"image": "host", "labels": dict({"traj-run": RUN}, **(labels or {}))}
-    body.update(spec)
-    r = session.post(stack.url + "/v1/sandboxes", json=body)
-    assert r.status_code in (200, 201), r.text
-    sid = r.json()["sandbox_id"]
-    info = stack.wait_ready(session, sid)
-    assert info.get("status") == "ready", info
-    return sid
-
-
-def execute(stack, session, sid, command, **kw):
-    body = dict(command=command, wait=True, **kw)
-    r = session.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), json=body)
-    assert r.status_code == 200, r.text
-    job = r.json()
-    assert job["status"] in ("succeeded", "failed"), job
-    return job
+    return rollout_helpers.create(stack, session, dict({"traj-run": RUN}, **(labels or {})),
+                                  **spec)
 
 
 def route_missing(r):
