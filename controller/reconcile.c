@@ -316,10 +316,12 @@ static void prune_tick(struct rec *r, int64_t now)
 		orc_log(ORC_LOG_WARN, "retention pruning failed; retried on the next tick", NULL);
 		return;
 	}
-	if (!res.sandboxes && !res.jobs && !res.events)
+	if (!res.sandboxes && !res.jobs && !res.events && !res.idempotency_keys && !res.job_output)
 		return;
 	orc_log(ORC_LOG_INFO, "pruned old deleted sandboxes", ORC_LOG_INT("sandboxes", res.sandboxes),
 		ORC_LOG_INT("jobs", res.jobs), ORC_LOG_INT("events", res.events),
+		ORC_LOG_INT("idempotency_keys", res.idempotency_keys),
+		ORC_LOG_INT("job_output_moved", res.job_output),
 		ORC_LOG_BOOL("more", res.more), NULL);
 }
 

@@ -18,7 +18,10 @@ const char prune_usage[] =
 	"Delete the events, jobs and rows of sandboxes deleted more than N days\n"
 	"ago, in batches of at most --batch rows, each its own short transaction\n"
 	"(rows another transaction holds are skipped, for the next run). Live\n"
-	"sandboxes and their jobs and events are never touched.\n"
+	"sandboxes and their jobs and events are never touched. Also deletes the\n"
+	"bodies of Idempotency-Keys older than $ORCHARD_IDEMPOTENCY_RETENTION_HOURS\n"
+	"(else 24), and moves the output pieces of jobs that ended without their\n"
+	"runner (more than 10 minutes ago) into the jobs' rows.\n"
 	"\n"
 	"  --days N    retention in days, 1 to 36500 (default $ORCHARD_RETENTION_DAYS,\n"
 	"              else 30)\n"
@@ -43,8 +46,9 @@ int cmd_prune(struct admin_ctx *ctx, int argc, char **argv)
 	int opt, err;
 
 	if (orc_prune_opts_from_env(&o) < 0) {
-		admin_error("ORCHARD_RETENTION_DAYS wants 1 to %d and ORCHARD_RETENTION_BATCH 1 to %d",
-			    ORC_PRUNE_MAX_DAYS, ORC_PRUNE_MAX_BATCH);
+		admin_error("ORCHARD_RETENTION_DAYS wants 1 to %d, ORCHARD_RETENTION_BATCH 1 to %d and"
+			    " ORCHARD_IDEMPOTENCY_RETENTION_HOURS 1 to %d", ORC_PRUNE_MAX_DAYS,
+			    ORC_PRUNE_MAX_BATCH, ORC_PRUNE_MAX_KEY_HOURS);
 		return ADMIN_FAIL;
 	}
 	optind = 0;
@@ -80,10 +84,14 @@ int cmd_prune(struct admin_ctx *ctx, int argc, char **argv)
 	}
 	if (o.dry_run)
 		printf("would prune %" PRId64 " sandboxes, %" PRId64 " jobs, %" PRId64 " events"
-		       " (sandboxes deleted more than %d days ago)\n", r.sandboxes, r.jobs, r.events, o.days);
+		       " (sandboxes deleted more than %d days ago), %" PRId64 " idempotency keys"
+		       " (older than %d hours), %" PRId64 " output pieces of ended jobs\n", r.sandboxes,
+		       r.jobs, r.events, o.days, r.idempotency_keys, o.key_hours, r.job_output);
 	else
 		printf("pruned %" PRId64 " sandboxes, %" PRId64 " jobs, %" PRId64 " events in %" PRId64
-		       " batches of at most %d rows (sandboxes deleted more than %d days ago)\n",
-		       r.sandboxes, r.jobs, r.events, r.batches, o.batch, o.days);
+		       " batches of at most %d rows (sandboxes deleted more than %d days ago), %" PRId64
+		       " idempotency keys (older than %d hours), %" PRId64 " output pieces of ended jobs\n",
+		       r.sandboxes, r.jobs, r.events, r.batches, o.batch, o.days, r.idempotency_keys,
+		       o.key_hours, r.job_output);
 	return ADMIN_OK;
 }
