@@ -1,25 +1,32 @@
 /*
  * orchardctl create [IMAGE] [flags]: POST /v1/sandboxes, then (--wait)
  * GET /v1/sandboxes/{id}/wait until ready, with a spinner on a terminal.
+ * With -n N: POST /v1/sandboxes/batch (N at once, all or none), then
+ * (--wait) GET /v1/sandboxes/batch/{id}/wait.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "err.h"
 #include "strutil.h"
+#include "xalloc.h"
 
 #define WAIT_DEFAULT_S 300
 #define TIMEOUT_MAX_S 86400
 #define LIFETIME_MAX_S (30 * 86400)
+#define COUNT_MAX 1000          /* the server's batch maximum */
 
 const char create_usage[] =
 	"usage: orchardctl create [IMAGE] [--wait] [--cpu N] [--memory SIZE]\n"
 	"                         [--network|--no-network] [--name ID] [--timeout S]\n"
 	"                         [--ttl DUR] [--idle-timeout DUR] [-l K=V]... [-e K=V]...\n"
-	"                         [-w DIR] [-o FORMAT]\n"
+	"                         [-w DIR] [-n N] [-o FORMAT]\n"
 	"\n"
 	"Create a sandbox and print its id (the whole sandbox object with -o).\n"
+	"With -n N, create N sandboxes of the same spec in one request (all or\n"
+	"none) and print their ids, one a line (the batch object with -o).\n"
 	"\n"
 	"  IMAGE               the image; \"host\" (the default) is the host's own system\n"
 	"  --wait              wait until it is ready (a spinner on a terminal); a\n"
@@ -36,6 +43,8 @@ const char create_usage[] =
 	"  -l, --label K=V     a label to filter on later (repeatable)\n"
 	"  -e, --env K=V       an environment variable for every command (repeatable)\n"
 	"  -w, --workdir DIR   the default working directory of its commands\n"
+	"  -n, --count N       create N sandboxes (1-1000) as one batch; --wait waits\n"
+	"                      for all of them; not with --name\n"
 	"  -o FORMAT           print the sandbox: json, yaml or jsonpath=EXPR\n";
 
 enum { OPT_WAIT = CLI_OPT_FIRST_FREE, OPT_CPU, OPT_MEMORY, OPT_NETWORK, OPT_NO_NETWORK,
@@ -55,6 +64,7 @@ const struct option create_opts[] = {
 	{ "label", required_argument, NULL, 'l' },
 	{ "env", required_argument, NULL, 'e' },
 	{ "workdir", required_argument, NULL, 'w' },
+	{ "count", required_argument, NULL, 'n' },
 	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
@@ -63,6 +73,7 @@ struct create_args {
 	const char *image, *cpu, *memory, *name, *workdir;
 	int wait, network;           /* network: -1 the server's default */
 	int64_t timeout, ttl, idle;  /* 0: not given */
+	int64_t count;               /* 0: one sandbox, no batch */
 	json_object *labels, *env;   /* NULL: none */
 	enum cli_output output;
 };
@@ -80,7 +91,7 @@ static int parse_args(struct create_args *a, struct cli_config *cfg, int argc, c
 	int opt, rc;
 
 	optind = 0;
-	while ((opt = getopt_long(argc, argv, "o:l:e:w:", create_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:l:e:w:n:", create_opts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_WAIT: a->wait = 1; break;
 		case OPT_CPU: a->cpu = optarg; break;
@@ -89,6 +100,11 @@ static int parse_args(struct create_args *a, struct cli_config *cfg, int argc, c
 		case OPT_NO_NETWORK: a->network = 0; break;
 		case OPT_NAME: a->name = optarg; break;
 		case 'w': a->workdir = optarg; break;
+		case 'n':
+			if (orc_parse_i64(&a->count, optarg, 1, COUNT_MAX) < 0)
+				return cli_usage_error(create_usage, "create: --count wants 1 to %d, not \"%s\"",
+						       COUNT_MAX, optarg);
+			break;
 		case OPT_TIMEOUT:
 			if (cli_parse_duration(&a->timeout, optarg, 1, TIMEOUT_MAX_S) < 0)
 				return cli_usage_error(create_usage, "create: --timeout wants 1s to 1d, "
@@ -134,6 +150,9 @@ static int check_args(const struct create_args *a)
 	if (a->memory && orc_parse_memory(&num, a->memory) < 0)
 		return cli_usage_error(create_usage, "create: --memory wants e.g. 512Mi or 4Gi, not \"%s\"",
 				       a->memory);
+	if (a->name && a->count)
+		return cli_usage_error(create_usage, "create: --name and --count exclude each other "
+				       "(a batch's ids are generated)");
 	if (a->name && !orc_is_dns_label(a->name))
 		return cli_usage_error(create_usage, "create: --name \"%s\" is not a DNS label "
 				       "(a-z, 0-9 and '-', at most 63, no '-' at either end)", a->name);
@@ -168,12 +187,70 @@ static json_object *request_body(const struct create_args *a)
 		json_object_object_add(body, "env", json_object_get(a->env));
 	if (a->workdir)
 		json_object_object_add(body, "workdir", json_object_new_string(a->workdir));
+	if (a->count)
+		json_object_object_add(body, "count", json_object_new_int64(a->count));
 	return body;
+}
+
+/* --wait of a batch: all of it ready, or CLI_FAIL with the counts. */
+static int batch_wait(const struct cli_config *cfg, const char *batch_id, long timeout_s)
+{
+	char *path = xasprintf("/v1/sandboxes/batch/%s/wait?timeout=%ld", batch_id, timeout_s);
+	struct cli_request req = { "GET", path, NULL, NULL, timeout_s + 30, NULL, NULL };
+	json_object *w = NULL, *v = NULL;
+	int rc = CLI_FAIL;
+
+	if (cli_call(&w, cfg, &req) < 0)
+		goto done;
+	if (!json_object_object_get_ex(w, "satisfied", &v) || !json_object_get_boolean(v)) {
+		cli_error("batch %s: %s of %s sandboxes ready, %s failed, %s deleted%s", batch_id,
+			  cli_field_text(w, "ready"), cli_field_text(w, "count"), cli_field_text(w, "failed"),
+			  cli_field_text(w, "deleted"), json_object_object_get_ex(w, "timed_out", &v) &&
+			  json_object_get_boolean(v) ? " (timed out)" : "");
+		goto done;
+	}
+	rc = CLI_OK;
+done:
+	if (w)
+		json_object_put(w);
+	free(path);
+	return rc;
+}
+
+/* The batch's ids, one a line. */
+static void print_ids(json_object *batch)
+{
+	json_object *ids = NULL;
+	size_t i;
+
+	json_object_object_get_ex(batch, "sandbox_ids", &ids);
+	for (i = 0; ids && i < json_object_array_length(ids); i++)
+		printf("%s\n", json_object_get_string(json_object_array_get_idx(ids, i)));
+}
+
+/* After the batch's 201: wait if asked, then print. */
+static int create_batch_done(json_object *batch, const struct cli_config *cfg,
+			     const struct create_args *a)
+{
+	const char *id = cli_field_text(batch, "batch_id");
+	int rc;
+
+	if (!strcmp(id, "-")) {
+		cli_error("unexpected response to create: no batch_id");
+		return CLI_FAIL;
+	}
+	if (a->wait && (rc = batch_wait(cfg, id, a->timeout ? (long)a->timeout : WAIT_DEFAULT_S)) != CLI_OK)
+		return rc;
+	if (cli_output_is_doc(a->output))
+		return cli_print_doc(a->output, batch);
+	print_ids(batch);
+	return CLI_OK;
 }
 
 int cmd_create(struct cli_config *cfg, int argc, char **argv)
 {
-	struct create_args a = { "host", NULL, NULL, NULL, NULL, 0, -1, 0, 0, 0, NULL, NULL, CLI_OUT_DEFAULT };
+	struct create_args a = { "host", NULL, NULL, NULL, NULL, 0, -1, 0, 0, 0, 0, NULL, NULL,
+				 CLI_OUT_DEFAULT };
 	char idem[33];
 	struct cli_request req = { "POST", "/v1/sandboxes", NULL, idem, 60, NULL, NULL };
 	json_object *body = NULL, *sb = NULL, *ready = NULL;
@@ -183,6 +260,8 @@ int cmd_create(struct cli_config *cfg, int argc, char **argv)
 	    (rc = cli_config_check(cfg)) != 0)
 		goto done;
 	body = request_body(&a);
+	if (a.count)
+		req.path = "/v1/sandboxes/batch";
 	req.body = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	/* The same key on every retry: a retry cannot create a second sandbox. */
 	cli_new_idempotency_key(idem);
@@ -190,6 +269,10 @@ int cmd_create(struct cli_config *cfg, int argc, char **argv)
 	rc = CLI_FAIL;
 	if (cli_call(&sb, cfg, &req) < 0)
 		goto done;
+	if (a.count) {
+		rc = create_batch_done(sb, cfg, &a);
+		goto done;
+	}
 	if (!json_object_is_type(sb, json_type_object) || !strcmp(cli_field_text(sb, "sandbox_id"), "-")) {
 		cli_error("unexpected response to create: no sandbox_id");
 		goto done;

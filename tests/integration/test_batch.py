@@ -137,3 +137,30 @@ def test_another_tenants_batch_is_not_found(st):
     r = s.get("%s/v1/sandboxes/batch/%s/wait" % (st.url, b["batch_id"]), params={"ready": "x"})
     assert r.status_code == 422, r.text
     delete_all(st, s, b["sandbox_ids"])
+
+
+def test_orchardctl_create_n_makes_one_batch(st):
+    r = st.orchardctl("create", "-n", "3", "--cpu", "100m", "--memory", "64Mi", "-l", "exp=cli",
+                      "--wait", "--timeout", "120", timeout=180)
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.split()
+    assert len(ids) == 3 and len(set(ids)) == 3, r.stdout
+    assert st.scalar("SELECT count(DISTINCT batch_id) FROM sandboxes WHERE id IN (%s)"
+                     % ",".join("'%s'" % i for i in ids)) == "1"
+    s = st.session()
+    listed = s.get(st.url + "/v1/sandboxes", params={"label": "exp=cli"}).json()["sandboxes"]
+    assert sorted(x["sandbox_id"] for x in listed) == sorted(ids)
+    assert {x["status"] for x in listed} == {"ready"}, listed
+    delete_all(st, s, ids)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-n", "0"], "--count wants 1 to 1000"),
+    (["-n", "1001"], "--count wants 1 to 1000"),
+    (["-n", "2", "--name", "x"], "--name and --count exclude each other"),
+])
+def test_orchardctl_create_n_refuses_bad_counts(st, args, says):
+    before = st.scalar("SELECT count(*) FROM sandboxes")
+    r = st.orchardctl("create", *args)
+    assert r.returncode == 125 and says in r.stderr, (r.returncode, r.stderr)
+    assert st.scalar("SELECT count(*) FROM sandboxes") == before
