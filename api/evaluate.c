@@ -49,15 +49,6 @@ struct eval_run {
 	char ckpt[64];
 };
 
-static const char *str_of(json_object *o, const char *key, const char *dflt)
-{
-	json_object *v = NULL;
-
-	if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return dflt;
-	return json_object_get_string(v);
-}
-
 static int check_file(json_object *f, size_t i, char *msg, size_t msglen)
 {
 	json_object *path = NULL, *text = NULL, *b64 = NULL;
@@ -119,7 +110,7 @@ static int pass_on(struct api_req *r, const struct api_subreq *a, const char *wh
 		a->status == 422 ? ORC_EINVALID : a->status == 429 ? ORC_EQUOTA :
 		a->status == 503 ? ORC_EUNAVAIL : ORC_ERROR;
 
-	return api_reply_error(r, err, "%s: %s", what, str_of(a->json, "detail", "refused"));
+	return api_reply_error(r, err, "%s: %s", what, orc_json_str_or(a->json, "detail", "refused"));
 }
 
 static int fork_one(struct eval_run *x)
@@ -144,7 +135,7 @@ static int fork_one(struct eval_run *x)
 		err = pass_on(x->r, &a, "cannot fork the sandbox to evaluate in");
 		goto done;
 	}
-	ck = str_of(a.json, "checkpoint_id", "");
+	ck = orc_json_str_or(a.json, "checkpoint_id", "");
 	if (!json_object_object_get_ex(a.json, "sandbox_ids", &ids) ||
 	    json_object_array_length(ids) != 1 || strlen(ck) >= sizeof(x->ckpt)) {
 		err = api_reply_error(x->r, ORC_ERROR, "the fork answered without its sandbox");
@@ -172,9 +163,9 @@ static int wait_ready(struct eval_run *x)
 	call.query_value = READY_TIMEOUT_S;
 	if ((err = api_subreq_run(&a, x->r, &call)) < 0)
 		err = api_reply_error(x->r, err, "waiting for the fork %s failed", x->fork);
-	else if (a.status != 200 || strcmp(str_of(a.json, "status", ""), "ready"))
+	else if (a.status != 200 || strcmp(orc_json_str_or(a.json, "status", ""), "ready"))
 		err = api_reply_error(x->r, ORC_EUNAVAIL, "the fork %s did not become ready: %s", x->fork,
-				      str_of(a.json, "status_message", str_of(a.json, "detail",
+				      orc_json_str_or(a.json, "status_message", orc_json_str_or(a.json, "detail",
 									       "no detail")));
 	api_subreq_release(&a);
 	return err;
@@ -184,7 +175,7 @@ static int upload_one(struct eval_run *x, json_object *f)
 {
 	struct api_subreq a = API_SUBREQ_INIT;
 	json_object *body = json_object_new_object(), *v = NULL;
-	const char *path = str_of(f, "path", "");
+	const char *path = orc_json_str_or(f, "path", "");
 	struct orc_buf b64 = ORC_BUF_INIT;
 	int err;
 
@@ -258,7 +249,7 @@ static json_object *eval_record(struct eval_run *x, json_object *job)
 	json_object_object_add(o, "command", json_object_get(x->e->command));
 	for (i = 0; i < n; i++)
 		json_object_array_add(paths, json_object_new_string(
-			str_of(json_object_array_get_idx(x->e->files, i), "path", "")));
+			orc_json_str_or(json_object_array_get_idx(x->e->files, i), "path", "")));
 	json_object_object_add(o, "files", paths);
 	if (job) {
 		const char *keys[] = { "job_id", "status", "exit_code", "timed_out", "failure" };

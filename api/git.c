@@ -28,17 +28,9 @@
 #define ANSWER_MAX (1u << 20)
 #define DIFF_MAX (96u << 20)           /* the agent's 64 MiB patch, JSON-escaped */
 
-/* The agent's field k of o, or NULL. */
-static json_object *field(json_object *o, const char *k)
-{
-	json_object *v = NULL;
-
-	return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
-}
-
 static json_object *copy_field(json_object *o, const char *k)
 {
-	return json_object_get(field(o, k));
+	return json_object_get(orc_json_field(o, k));
 }
 
 /* Optional cwd: a string path, checked like a file path. */
@@ -153,7 +145,7 @@ int api_git_apply(struct api_req *r)
 	d = api_own_json(r, json_object_new_object());
 	json_object_object_add(d, "patch", copy_field(body, "patch"));
 	json_object_object_add(d, "success", json_object_new_boolean(
-		json_object_get_boolean(field(ans, "success"))));
+		json_object_get_boolean(orc_json_field(ans, "success"))));
 	json_object_object_add(d, "exit_code", copy_field(ans, "exit_code"));
 	json_object_object_add(d, "stdout", copy_field(ans, "stdout"));
 	json_object_object_add(d, "stderr", copy_field(ans, "stderr"));

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <openssl/evp.h>
 
 #include "checkpoint.h"
 #include "err.h"
@@ -17,10 +16,10 @@
 #include "log.h"
 #include "replay.h"
 #include "strutil.h"
+#include "traj_replay.h"
 #include "xalloc.h"
 
 #define JOB_WAIT_MARGIN_S 90          /* past a step's own timeout */
-#define ARCHIVE_MAX (1u << 20)        /* what the api records of an archive (files_raw.c) */
 
 struct replay_ctx {
 	struct api_req *r;
@@ -28,20 +27,6 @@ struct replay_ctx {
 	const char *sid;                  /* the new sandbox (owned by sid_buf) */
 	char sid_buf[API_MAX_ID + 1];
 };
-
-static json_object *field(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-
-	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static const char *str_of(json_object *o, const char *key, const char *dflt)
-{
-	json_object *v = field(o, key);
-
-	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : dflt;
-}
 
 /* Call handler on the new sandbox with a JSON body (or none). */
 static int call_json(struct api_subreq *out, struct replay_ctx *c, const char *method, const char *path,
@@ -71,9 +56,9 @@ static int reply_refused(struct api_req *r, const struct api_subreq *a)
 	size_t len = 0;
 
 	detail = xasprintf("cannot create a sandbox to replay into: %s",
-			   str_of(a->json, "detail", "the create was refused"));
+			   orc_json_str_or(a->json, "detail", "the create was refused"));
 	json_object_object_add(o, "detail", orc_json_new_text(detail, strlen(detail)));
-	json_object_object_add(o, "code", json_object_new_string(str_of(a->json, "code", "internal")));
+	json_object_object_add(o, "code", json_object_new_string(orc_json_str_or(a->json, "code", "internal")));
 	json_object_object_add(o, "request_id", json_object_new_string(r->request_id));
 	s = orc_json_str(o, &len);
 	api_req_write(r, (int)a->status, a->status == 503 || a->status == 429 ? "Retry-After: 5\r\n" : NULL,
@@ -91,8 +76,8 @@ static int reply_refused(struct api_req *r, const struct api_subreq *a)
 static int start_from_checkpoint(struct replay_ctx *c, struct orc_traj_report *rep,
 				 json_object *header, json_object *labels)
 {
-	json_object *ff = field(header, "forked_from"), *start, *body, *ids = NULL;
-	const char *ck = str_of(ff, "checkpoint_id", NULL), *why = NULL;
+	json_object *ff = orc_json_field(header, "forked_from"), *start, *body, *ids = NULL;
+	const char *ck = orc_json_str_or(ff, "checkpoint_id", NULL), *why = NULL;
 	struct api_subreq a = API_SUBREQ_INIT;
 	char *reason = NULL;
 	int ok = 0;
@@ -101,8 +86,8 @@ static int start_from_checkpoint(struct replay_ctx *c, struct orc_traj_report *r
 		return 0;
 	start = json_object_new_object();
 	json_object_object_add(start, "checkpoint_id", json_object_new_string(ck));
-	json_object_object_add(start, "parent_sandbox_id", json_object_get(field(ff, "sandbox_id")));
-	json_object_object_add(start, "parent_step", json_object_get(field(ff, "step")));
+	json_object_object_add(start, "parent_sandbox_id", json_object_get(orc_json_field(ff, "sandbox_id")));
+	json_object_object_add(start, "parent_step", json_object_get(orc_json_field(ff, "step")));
 	if (c->o->image) {
 		why = "an image was given: started from it, without the parent's state";
 	} else {
@@ -121,7 +106,7 @@ static int start_from_checkpoint(struct replay_ctx *c, struct orc_traj_report *r
 		} else {
 			reason = xasprintf("the parent's checkpoint cannot be forked (%s): started from the "
 					   "image, without the parent's prefix",
-					   str_of(a.json, "detail", "no answer"));
+					   orc_json_str_or(a.json, "detail", "no answer"));
 		}
 		json_object_put(body);
 	}
@@ -136,7 +121,7 @@ static int start_from_checkpoint(struct replay_ctx *c, struct orc_traj_report *r
 	c->sid = c->sid_buf;
 	orc_traj_report_sandbox(rep, c->sid);
 	orc_log(ORC_LOG_INFO, "replay started from a checkpoint", "sandbox_id", c->sid, "replay_of",
-		str_of(header, "sandbox_id", ""), "checkpoint_id", ck, NULL);
+		orc_json_str_or(header, "sandbox_id", ""), "checkpoint_id", ck, NULL);
 	return 1;
 }
 
@@ -145,11 +130,11 @@ static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, con
 	struct api_subreq a = API_SUBREQ_INIT;
 	struct api_subreq_call call;
 	json_object *header = json_object_array_get_idx(t->lines, 0);
-	json_object *body = orc_traj_create_body(field(header, "sandbox"), c->o->image, t->sandbox_id);
+	json_object *body = orc_traj_create_body(orc_json_field(header, "sandbox"), c->o->image, t->sandbox_id);
 	const char *sid;
 	int err;
 
-	if (start_from_checkpoint(c, rep, header, field(body, "labels"))) {
+	if (start_from_checkpoint(c, rep, header, orc_json_field(body, "labels"))) {
 		json_object_put(body);
 		return 0;
 	}
@@ -166,7 +151,7 @@ static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, con
 		err = reply_refused(c->r, &a);
 		goto done;
 	}
-	sid = str_of(a.json, "sandbox_id", NULL);
+	sid = orc_json_str_or(a.json, "sandbox_id", NULL);
 	if (!sid || strlen(sid) >= sizeof(c->sid_buf)) {
 		err = api_reply_error(c->r, ORC_ERROR, "the sandbox create answered without a sandbox_id");
 		goto done;
@@ -202,15 +187,15 @@ static int wait_ready(struct replay_ctx *c, char *why, size_t whylen)
 		return err;
 	}
 	err = ORC_ERROR;
-	if (a.status == 200 && !strcmp(str_of(a.json, "status", ""), "ready"))
+	if (a.status == 200 && !strcmp(orc_json_str_or(a.json, "status", ""), "ready"))
 		err = 0;
 	else if (a.status == 200)
 		snprintf(why, whylen, "sandbox %s did not become ready (status %s%s%s)", c->sid,
-			 str_of(a.json, "status", "?"), field(a.json, "status_message") ? ": " : "",
-			 str_of(a.json, "status_message", ""));
+			 orc_json_str_or(a.json, "status", "?"), orc_json_field(a.json, "status_message") ? ": " : "",
+			 orc_json_str_or(a.json, "status_message", ""));
 	else
 		snprintf(why, whylen, "sandbox %s did not become ready: %s (HTTP %ld)", c->sid,
-			 str_of(a.json, "detail", "no detail"), a.status);
+			 orc_json_str_or(a.json, "detail", "no detail"), a.status);
 	api_subreq_release(&a);
 	return err;
 }
@@ -228,13 +213,14 @@ static void delete_sandbox(struct replay_ctx *c)
 
 static int job_done(json_object *job)
 {
-	const char *st = str_of(job, "status", "queued");
+	const char *st = orc_json_str_or(job, "status", "queued");
 
 	return strcmp(st, "queued") && strcmp(st, "running");
 }
 
-static void step_exec(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+static void step_exec(void *ctx, json_object *rec, struct orc_traj_step *s)
 {
+	struct replay_ctx *c = ctx;
 	struct api_subreq a = API_SUBREQ_INIT;
 	json_object *body, *job = NULL;
 	PGresult *res = NULL;
@@ -252,7 +238,7 @@ static void step_exec(struct replay_ctx *c, json_object *rec, struct orc_traj_st
 	}
 	job = json_object_get(a.json);
 	/* wait: true gave up before the job's turn came: it runs on a worker */
-	if (!job_done(job) && (job_id = str_of(job, "job_id", NULL))) {
+	if (!job_done(job) && (job_id = orc_json_str_or(job, "job_id", NULL))) {
 		if (api_job_wait_until(&res, c->r->tenant_id, job_id,
 				       orc_mono_ms() + (timeout + JOB_WAIT_MARGIN_S) * 1000) < 0) {
 			orc_traj_refused(s, "waiting for the job failed", 0, NULL);
@@ -274,7 +260,7 @@ done:
 }
 
 /* file.write, git.apply, git.reset: one call; success compared. */
-static void step_action(struct replay_ctx *c, json_object *rec, enum orc_traj_kind kind,
+static void step_action(void *ctx, json_object *rec, enum orc_traj_kind kind, json_object *body,
 			struct orc_traj_step *s)
 {
 	static const struct {
@@ -285,105 +271,68 @@ static void step_action(struct replay_ctx *c, json_object *rec, enum orc_traj_ki
 		[ORC_TRAJ_KIND_GIT_APPLY] = { "/sandboxes/{id}/apply_patch", api_git_apply },
 		[ORC_TRAJ_KIND_GIT_RESET] = { "/sandboxes/{id}/git/reset", api_git_reset },
 	};
+	struct replay_ctx *c = ctx;
 	struct api_subreq a = API_SUBREQ_INIT;
-	json_object *body = NULL;
 
-	if (orc_traj_action_body(&body, s, rec, kind))
-		return;
 	if (call_json(&a, c, "POST", routes[kind].path, routes[kind].handler, body) < 0)
 		orc_traj_refused(s, "request failed", 0, NULL);
 	else
 		orc_traj_judge_action(s, rec, a.status, a.json, c->o->compare);
-	json_object_put(body);
 	api_subreq_release(&a);
 }
 
-/* Standard base64 (as files_raw.c records it) into out; ORC_EINVALID. */
-static int b64_decode(struct orc_buf *out, const char *s, size_t n)
-{
-	EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
-	unsigned char *buf;
-	int len = 0, fin = 0, err = 0;
-
-	if (!ctx)
-		abort();
-	if (n > 4 * ((size_t)ARCHIVE_MAX / 3 + 1)) {
-		err = ORC_ETOOBIG;
-		goto done;
-	}
-	buf = xmalloc(n / 4 * 3 + 3);
-	EVP_DecodeInit(ctx);
-	if (EVP_DecodeUpdate(ctx, buf, &len, (const unsigned char *)s, (int)n) < 0 ||
-	    EVP_DecodeFinal(ctx, buf + len, &fin) < 0)
-		err = ORC_EINVALID;
-	else
-		orc_buf_add(out, buf, (size_t)(len + fin));
-	free(buf);
-done:
-	EVP_ENCODE_CTX_free(ctx);
-	return err;
-}
-
 /* archive.upload: its recorded tar PUT again; success compared. */
-static void step_archive(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+static void step_archive(void *ctx, json_object *rec, const char *path, const char *tar, size_t len,
+			 struct orc_traj_step *s)
 {
+	struct replay_ctx *c = ctx;
 	struct api_subreq a = API_SUBREQ_INIT;
 	struct api_subreq_call call;
-	struct orc_buf tar = ORC_BUF_INIT;
-	json_object *body = NULL, *content;
 
-	if (orc_traj_action_body(&body, s, rec, ORC_TRAJ_KIND_ARCHIVE))
-		return;
-	content = field(body, "content");
-	if (!json_object_is_type(content, json_type_string) ||
-	    b64_decode(&tar, json_object_get_string(content), (size_t)json_object_get_string_len(content)) < 0) {
-		orc_traj_refused(s, "the recorded archive content is not valid base64 of at most 1 MiB", 0, NULL);
-		goto done;
-	}
 	memset(&call, 0, sizeof(call));
 	call.method = "PUT";
 	call.path = "/sandboxes/{id}/archive";
 	call.handler = api_archive_put;
 	call.id = c->sid;
 	call.query_key = "path";
-	call.query_value = str_of(rec, "path", "");
-	call.body = tar.ptr ? tar.ptr : "";
-	call.body_len = tar.len;
+	call.query_value = path;
+	call.body = tar;
+	call.body_len = len;
 	call.stream = 1;
 	if (api_subreq_run(&a, c->r, &call) < 0)
 		orc_traj_refused(s, "request failed", 0, NULL);
 	else
 		orc_traj_judge_action(s, rec, a.status, a.json, c->o->compare);
-done:
-	orc_buf_release(&tar);
-	json_object_put(body);
 	api_subreq_release(&a);
 }
 
-static void replay_step(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+/* No one would read the report: stop, and delete the sandbox. */
+static int client_gone(void *ctx, const char **why)
 {
-	enum orc_traj_kind kind = orc_traj_kind_of(str_of(rec, "type", ""));
+	struct replay_ctx *c = ctx;
 
-	if (orc_mono_ms() >= c->o->deadline_ms) {
-		orc_traj_refused(s, "not run: the replay passed its time limit", 0, NULL);
-		return;
-	}
-	switch (kind) {
-	case ORC_TRAJ_KIND_EXEC:
-		step_exec(c, rec, s);
-		break;
-	case ORC_TRAJ_KIND_FILE_WRITE:
-	case ORC_TRAJ_KIND_GIT_APPLY:
-	case ORC_TRAJ_KIND_GIT_RESET:
-		step_action(c, rec, kind, s);
-		break;
-	case ORC_TRAJ_KIND_ARCHIVE:
-		step_archive(c, rec, s);
-		break;
-	default:
-		orc_traj_skip(s, "this server does not know this kind of step");
-	}
+	if (!api_req_client_gone(c->r))
+		return 0;
+	*why = "the client went away; the replay stopped before this step";
+	orc_log(ORC_LOG_INFO, "replay: client gone, stopping", "sandbox_id", c->sid, NULL);
+	return 1;
 }
+
+static int past_deadline(void *ctx)
+{
+	struct replay_ctx *c = ctx;
+
+	return orc_mono_ms() >= c->o->deadline_ms;
+}
+
+static const struct orc_traj_replayer replayer = {
+	.exec = step_exec,
+	.action = step_action,
+	.archive = step_archive,
+	.stop = client_gone,
+	.late = past_deadline,
+	.reader = "this server",
+};
 
 /* ---- one trajectory ---------------------------------------------------------------------- */
 
@@ -392,8 +341,7 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 {
 	struct orc_traj_report rep;
 	struct replay_ctx c;
-	json_object *header = json_object_array_get_idx(t->lines, 0), *line, *v;
-	size_t i, n = json_object_array_length(t->lines);
+	json_object *header = json_object_array_get_idx(t->lines, 0);
 	char why[512];
 	const char *error = NULL;
 	int err;
@@ -401,8 +349,8 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 	memset(&c, 0, sizeof(c));
 	c.r = r;
 	c.o = o;
-	orc_traj_report_init(&rep, NULL, t->sandbox_id,
-			     o->image ? o->image : str_of(field(header, "sandbox"), "image", NULL));
+	orc_traj_report_init(&rep, NULL, t->sandbox_id, o->image ? o->image :
+			     orc_json_str_or(orc_json_field(header, "sandbox"), "image", NULL));
 	if ((err = create_sandbox(&c, &rep, t)) < 0) {
 		json_object_put(orc_traj_report_finish(&rep, "not created", 0));
 		return err;
@@ -412,26 +360,12 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 		goto finish;
 	}
 	orc_traj_report_started(&rep);
-	for (i = 1; i < n; i++) {
-		struct orc_traj_step s = ORC_TRAJ_STEP_INIT;
-		line = json_object_array_get_idx(t->lines, i);
-		/* Lines without a step number are context (events, deletion, end). */
-		if (!(v = field(line, "step")) || !json_object_is_type(v, json_type_int))
-			continue;
-		/* No one would read the report: stop, and delete the sandbox below. */
-		if (api_req_client_gone(r)) {
-			error = "the client went away; the replay stopped before this step";
-			orc_log(ORC_LOG_INFO, "replay: client gone, stopping", "sandbox_id", c.sid, NULL);
-			goto finish;
-		}
-		replay_step(&c, line, &s);
-		orc_traj_report_step(&rep, line, json_object_get_int64(v), &s);
-	}
+	error = orc_traj_replay_steps(&rep, t, &replayer, &c);
 finish:
 	if (!o->keep)
 		delete_sandbox(&c);
 	*out = orc_traj_report_finish(&rep, error, o->keep);
 	orc_log(ORC_LOG_INFO, "replay finished", "sandbox_id", c.sid, "replay_of", t->sandbox_id,
-		"result", str_of(*out, "result", "?"), NULL);
+		"result", orc_json_str_or(*out, "result", "?"), NULL);
 	return 0;
 }

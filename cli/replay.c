@@ -5,16 +5,24 @@
  * lib/traj_compare.c (the same judge as POST /v1/trajectories/replay), and
  * the sandbox deleted afterwards unless asked to keep it.
  *
+ * The step loop is lib/traj_replay.c's, the api's too; this file sends.
  * Every POST carries an Idempotency-Key, so a retry after a lost connection
- * never creates a second sandbox or runs a step twice. Routes that this
- * server lacks (files, git) make their steps "skipped", not errors.
+ * never creates a second sandbox or runs a step twice (an archive's PUT
+ * replaces the same files again). Routes that this server lacks (files,
+ * git, archive) make their steps "skipped", not errors.
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "err.h"
+#include "io.h"
+#include "json.h"
 #include "replay.h"
 #include "strutil.h"
+#include "traj_replay.h"
+#include "transfer.h"
 #include "xalloc.h"
 
 #define HTTP_MARGIN_S 90              /* past a step's own timeout */
@@ -26,13 +34,6 @@ struct replay_ctx {
 	const struct orc_traj *t;
 	char *sid;                        /* the new sandbox */
 };
-
-static json_object *field(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-
-	return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
 
 /* POST a JSON body with a fresh Idempotency-Key; the raw response. */
 static int post(struct cli_response *out, struct replay_ctx *c, const char *suffix, json_object *body,
@@ -65,12 +66,12 @@ static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, jso
 	req.idempotency_key = key;
 	if ((err = cli_call(&res, c->cfg, &req)) < 0)
 		goto done;
-	if (!json_object_is_type(field(res, "sandbox_id"), json_type_string)) {
+	if (!json_object_is_type(orc_json_field(res, "sandbox_id"), json_type_string)) {
 		cli_error("replay of %s: the server answered the create without a sandbox_id", c->t->sandbox_id);
 		err = ORC_ERROR;
 		goto done;
 	}
-	c->sid = xstrdup(json_object_get_string(field(res, "sandbox_id")));
+	c->sid = xstrdup(json_object_get_string(orc_json_field(res, "sandbox_id")));
 	orc_traj_report_sandbox(rep, c->sid);
 	err = cli_sandbox_wait(&sb, c->cfg, c->sid, c->o->ready_timeout_s, 0);
 done:
@@ -94,8 +95,9 @@ static void delete_sandbox(struct replay_ctx *c)
 
 /* ---- steps --------------------------------------------------------------- */
 
-static void step_exec(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+static void step_exec(void *ctx, json_object *rec, struct orc_traj_step *s)
 {
+	struct replay_ctx *c = ctx;
 	struct cli_response r = CLI_RESPONSE_INIT;
 	json_object *job = NULL, *body;
 	int64_t timeout;
@@ -122,7 +124,7 @@ done:
 }
 
 /* file.write, git.apply, git.reset: one POST; success compared. */
-static void step_post(struct replay_ctx *c, json_object *rec, enum orc_traj_kind kind,
+static void step_post(void *ctx, json_object *rec, enum orc_traj_kind kind, json_object *body,
 		      struct orc_traj_step *s)
 {
 	static const char *const suffix[] = {
@@ -130,43 +132,59 @@ static void step_post(struct replay_ctx *c, json_object *rec, enum orc_traj_kind
 		[ORC_TRAJ_KIND_GIT_APPLY] = "/apply_patch",
 		[ORC_TRAJ_KIND_GIT_RESET] = "/git/reset",
 	};
+	struct replay_ctx *c = ctx;
 	struct cli_response r = CLI_RESPONSE_INIT;
-	json_object *body = NULL;
 
-	if (orc_traj_action_body(&body, s, rec, kind))
-		return;
 	if (post(&r, c, suffix[kind], body, ACTION_TIMEOUT_S) < 0)
 		orc_traj_refused(s, "request failed", 0, NULL);
 	else if (cli_route_missing(&r))
 		orc_traj_skip(s, "not supported by this server");
 	else
 		orc_traj_judge_action(s, rec, r.status, r.json, c->o->compare);
-	json_object_put(body);
 	cli_response_release(&r);
 }
 
-static void replay_step(struct replay_ctx *c, json_object *rec, struct orc_traj_step *s)
+/* archive.upload: the recorded tar PUT again from a memory file (a
+ * binary body that curl can read again for a retry); success compared. */
+static void step_archive(void *ctx, json_object *rec, const char *path, const char *tar, size_t len,
+			 struct orc_traj_step *s)
 {
-	json_object *type = field(rec, "type");
-	enum orc_traj_kind kind = orc_traj_kind_of(type ? json_object_get_string(type) : "");
+	struct replay_ctx *c = ctx;
+	struct cli_request req = { "PUT", NULL, NULL, NULL, 0, NULL, NULL };
+	struct cli_response r = CLI_RESPONSE_INIT;
+	struct cli_stream st;
+	char *route = cli_remote_route(c->sid, "/archive", path);
+	int fd = memfd_create("orchard-replay-tar", MFD_CLOEXEC);
 
-	switch (kind) {
-	case ORC_TRAJ_KIND_EXEC:
-		step_exec(c, rec, s);
-		break;
-	case ORC_TRAJ_KIND_FILE_WRITE:
-	case ORC_TRAJ_KIND_GIT_APPLY:
-	case ORC_TRAJ_KIND_GIT_RESET:
-		step_post(c, rec, kind, s);
-		break;
-	case ORC_TRAJ_KIND_ARCHIVE:
-		/* The raw tar PUT needs a binary body, which this client does not send. */
-		orc_traj_skip(s, "orchardctl does not re-upload archives (POST /v1/trajectories/replay does)");
-		break;
-	default:
-		orc_traj_skip(s, "this orchardctl does not know this kind of step");
+	if (fd < 0 || orc_write_all(fd, tar, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		orc_traj_refused(s, "cannot hold the recorded archive in memory", 0, NULL);
+		goto done;
 	}
+	cli_stream_init(&st);
+	st.in_fd = fd;
+	st.in_size = (int64_t)len;
+	st.in_rewind = 1;
+	st.stall_s = ACTION_TIMEOUT_S;
+	req.path = route;
+	if (cli_http_stream(&r, c->cfg, &req, &st) < 0)
+		orc_traj_refused(s, "request failed", 0, NULL);
+	else if (cli_route_missing(&r))
+		orc_traj_skip(s, "not supported by this server");
+	else
+		orc_traj_judge_action(s, rec, r.status, r.json, c->o->compare);
+done:
+	if (fd >= 0)
+		close(fd);
+	cli_response_release(&r);
+	free(route);
 }
+
+static const struct orc_traj_replayer replayer = {
+	.exec = step_exec,
+	.action = step_post,
+	.archive = step_archive,
+	.reader = "this orchardctl",
+};
 
 /* ---- one trajectory ------------------------------------------------------ */
 
@@ -175,8 +193,7 @@ int replay_run(json_object **out, struct orc_buf *text, const struct cli_config 
 {
 	struct orc_traj_report rep;
 	struct replay_ctx c;
-	json_object *header, *spec, *line, *v;
-	size_t i, n = json_object_array_length(t->lines);
+	json_object *spec;
 	const char *error = NULL;
 	int err = 0;
 
@@ -184,26 +201,15 @@ int replay_run(json_object **out, struct orc_buf *text, const struct cli_config 
 	c.cfg = cfg;
 	c.o = o;
 	c.t = t;
-	header = json_object_array_get_idx(t->lines, 0);
-	spec = field(header, "sandbox");
-	v = field(spec, "image");
+	spec = orc_json_field(json_object_array_get_idx(t->lines, 0), "sandbox");
 	orc_traj_report_init(&rep, text, t->sandbox_id,
-			     o->image ? o->image : v && json_object_is_type(v, json_type_string) ?
-			     json_object_get_string(v) : NULL);
+			     o->image ? o->image : orc_json_str_or(spec, "image", NULL));
 	if ((err = create_sandbox(&c, &rep, spec)) < 0) {
 		error = "could not start a sandbox to replay into";
 		goto finish;
 	}
 	orc_traj_report_started(&rep);
-	for (i = 1; i < n; i++) {
-		struct orc_traj_step s = ORC_TRAJ_STEP_INIT;
-		line = json_object_array_get_idx(t->lines, i);
-		/* Lines without a step number are context (events, deletion, end). */
-		if (!(v = field(line, "step")))
-			continue;
-		replay_step(&c, line, &s);
-		orc_traj_report_step(&rep, line, json_object_get_int64(v), &s);
-	}
+	error = orc_traj_replay_steps(&rep, t, &replayer, &c);
 finish:
 	if (c.sid && !o->keep)
 		delete_sandbox(&c);

@@ -82,18 +82,27 @@ int orc_json_parse_object(json_object **out, const char *data, size_t len, char 
 	return 0;
 }
 
-static json_object *field(json_object *o, const char *key)
+json_object *orc_json_field(json_object *o, const char *key)
 {
 	json_object *v = NULL;
+
+	/* json-c answers 0 for NULL and for what is not an object */
 	if (!o || !json_object_object_get_ex(o, key, &v))
 		return NULL;
 	return v; /* NULL for JSON null too */
 }
 
+const char *orc_json_str_or(json_object *o, const char *key, const char *dflt)
+{
+	json_object *v = orc_json_field(o, key);
+
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : dflt;
+}
+
 int orc_json_get_bytes(json_object *o, const char *key, const char **out, size_t *len_out,
 		       char *msg, size_t msglen)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	if (!v)
 		return 1;
@@ -121,7 +130,7 @@ int orc_json_get_str(json_object *o, const char *key, const char **out, char *ms
 
 int orc_json_get_bool(json_object *o, const char *key, int *out, char *msg, size_t msglen)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	if (!v)
 		return 1;
@@ -134,7 +143,7 @@ int orc_json_get_bool(json_object *o, const char *key, int *out, char *msg, size
 int orc_json_get_int(json_object *o, const char *key, int64_t *out, int64_t min, int64_t max,
 		     char *msg, size_t msglen)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 	int64_t i;
 
 	if (!v)
@@ -161,7 +170,7 @@ int orc_json_get_int(json_object *o, const char *key, int64_t *out, int64_t min,
 int orc_json_get_number(json_object *o, const char *key, double *out, double min, double max,
 			char *msg, size_t msglen)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 	double d;
 
 	if (!v)
@@ -177,7 +186,7 @@ int orc_json_get_number(json_object *o, const char *key, double *out, double min
 
 int orc_json_get_object(json_object *o, const char *key, json_object **out, char *msg, size_t msglen)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	if (!v)
 		return 1;

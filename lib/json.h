@@ -28,6 +28,13 @@ int orc_json_parse(json_object **out, const char *data, size_t len,
 int orc_json_parse_object(json_object **out, const char *data, size_t len,
 			  char *msg, size_t msglen);
 
+/* Field key of o, or NULL when o is NULL or not an object, the field is
+ * absent, or its value is null. No type check: for reading answers, not
+ * for validating input (the getters below). */
+json_object *orc_json_field(json_object *o, const char *key);
+/* Field key of o when it is a string, else dflt. */
+const char *orc_json_str_or(json_object *o, const char *key, const char *dflt);
+
 /* A string without NUL characters (one would silently cut a C string). */
 int orc_json_get_str(json_object *o, const char *key, const char **out,
 		     char *msg, size_t msglen);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "json.h"
 #include "traj_compare.h"
 #include "xalloc.h"
 
@@ -68,18 +69,10 @@ enum orc_traj_kind orc_traj_kind_of(const char *type)
 
 /* ---- fields ------------------------------------------------------------------------ */
 
-static json_object *field(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-
-	return o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, key, &v) ?
-	       v : NULL;
-}
-
 /* A field as display text: "-" when absent or null. */
 static const char *field_text(json_object *o, const char *key)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	if (!v)
 		return "-";
@@ -91,7 +84,7 @@ static const char *field_text(json_object *o, const char *key)
 /* A string field's bytes; "" (and 0) when absent or not a string. */
 static const char *str_field(json_object *o, const char *key, size_t *len)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	if (v && json_object_is_type(v, json_type_string)) {
 		*len = (size_t)json_object_get_string_len(v);
@@ -104,7 +97,7 @@ static const char *str_field(json_object *o, const char *key, size_t *len)
 /* An integer field, or has = 0 when absent or null. */
 static long long int_field(json_object *o, const char *key, int *has)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	*has = v && json_object_is_type(v, json_type_int);
 	return *has ? (long long)json_object_get_int64(v) : 0;
@@ -113,7 +106,7 @@ static long long int_field(json_object *o, const char *key, int *has)
 /* A boolean field, or dflt when absent or not a boolean. */
 static int bool_field(json_object *o, const char *key, int dflt)
 {
-	json_object *v = field(o, key);
+	json_object *v = orc_json_field(o, key);
 
 	return v && json_object_is_type(v, json_type_boolean) ? json_object_get_boolean(v) : dflt;
 }
@@ -121,7 +114,7 @@ static int bool_field(json_object *o, const char *key, int dflt)
 /* Copy key from src to dst when present and not null. */
 static void copy_field(json_object *dst, json_object *src, const char *key)
 {
-	json_object *v = field(src, key);
+	json_object *v = orc_json_field(src, key);
 
 	if (v)
 		json_object_object_add(dst, key, json_object_get(v));
@@ -167,13 +160,13 @@ static int check_header(json_object *line, char *msg, size_t msglen)
 			 field_text(line, "format"));
 		return ORC_EINVALID;
 	}
-	v = field(line, "version");
+	v = orc_json_field(line, "version");
 	if (!v || !json_object_is_type(v, json_type_int) || json_object_get_int64(v) != ORC_TRAJ_VERSION) {
 		snprintf(msg, msglen, "trajectory version %.32s is not supported (version %d is)",
 			 field_text(line, "version"), ORC_TRAJ_VERSION);
 		return ORC_EINVALID;
 	}
-	if (!(v = field(line, "sandbox")) || !json_object_is_type(v, json_type_object)) {
+	if (!(v = orc_json_field(line, "sandbox")) || !json_object_is_type(v, json_type_object)) {
 		snprintf(msg, msglen, "the header has no \"sandbox\" object");
 		return ORC_EINVALID;
 	}
@@ -182,7 +175,7 @@ static int check_header(json_object *line, char *msg, size_t msglen)
 
 int orc_traj_set_add(struct orc_traj_set *s, json_object *line, char *msg, size_t msglen)
 {
-	json_object *idv = field(line, "sandbox_id");
+	json_object *idv = orc_json_field(line, "sandbox_id");
 	const char *type = field_text(line, "type"), *id;
 	struct orc_traj *t;
 	int err;
@@ -269,7 +262,7 @@ json_object *orc_traj_exec_body(json_object *rec, int64_t *timeout_s)
 	json_object *body = json_object_new_object(), *v;
 	int64_t timeout = EXEC_DEFAULT_TIMEOUT_S;
 
-	if ((v = field(rec, "timeout_seconds")) && json_object_is_type(v, json_type_int) &&
+	if ((v = orc_json_field(rec, "timeout_seconds")) && json_object_is_type(v, json_type_int) &&
 	    json_object_get_int64(v) > 0)
 		timeout = json_object_get_int64(v);
 	copy_field(body, rec, "command");
@@ -292,7 +285,7 @@ int orc_traj_action_body(json_object **out, struct orc_traj_step *s, json_object
 	switch (kind) {
 	case ORC_TRAJ_KIND_FILE_WRITE:
 	case ORC_TRAJ_KIND_ARCHIVE:
-		if (!field(rec, "content")) {
+		if (!orc_json_field(rec, "content")) {
 			json_object_put(body);
 			orc_traj_skip(s, kind == ORC_TRAJ_KIND_ARCHIVE ?
 				      "the archive's content is not in the trajectory (not recorded, or "
@@ -565,7 +558,7 @@ static void step_subject(char *out, size_t outlen, json_object *rec, enum orc_tr
 {
 	switch (kind) {
 	case ORC_TRAJ_KIND_EXEC:
-		orc_traj_command_text(out, outlen, field(rec, "command"));
+		orc_traj_command_text(out, outlen, orc_json_field(rec, "command"));
 		break;
 	case ORC_TRAJ_KIND_FILE_WRITE:
 	case ORC_TRAJ_KIND_ARCHIVE:
@@ -677,7 +670,7 @@ json_object *orc_traj_summary(json_object *const *reports, size_t n, enum orc_tr
 		else
 			failed++;
 		for (k = 0; k < ORC_TRAJ_NVERDICT; k++)
-			if ((v = field(reports[i], count_names[k])) && json_object_is_type(v, json_type_int))
+			if ((v = orc_json_field(reports[i], count_names[k])) && json_object_is_type(v, json_type_int))
 				totals[k] += json_object_get_int64(v);
 	}
 	json_object_object_add(sum, "trajectories", json_object_new_int64((int64_t)n));

@@ -144,6 +144,24 @@ static void json_new_text_replaces_invalid_utf8(void)
 	json_object_put(o);
 }
 
+static void json_field_reads_answers_without_type_checks(void)
+{
+	json_object *o = NULL, *arr = json_object_new_array();
+
+	CHECK(orc_json_parse(&o, "{\"s\":\"x\",\"n\":1,\"z\":null}", 24, NULL, 0) == 0);
+	CHECK(orc_json_field(o, "n") && json_object_get_int(orc_json_field(o, "n")) == 1);
+	CHECK(orc_json_field(o, "z") == NULL);          /* null reads as absent */
+	CHECK(orc_json_field(o, "missing") == NULL);
+	CHECK(orc_json_field(NULL, "s") == NULL);
+	CHECK(orc_json_field(arr, "s") == NULL);        /* not an object */
+	CHECK_STR(orc_json_str_or(o, "s", "d"), "x");
+	CHECK_STR(orc_json_str_or(o, "n", "d"), "d");   /* not a string */
+	CHECK_STR(orc_json_str_or(o, "missing", "d"), "d");
+	CHECK(orc_json_str_or(NULL, "s", NULL) == NULL);
+	json_object_put(o);
+	json_object_put(arr);
+}
+
 const struct unit_test json_tests[] = {
 	{ "json_parse_accepts_valid_and_rejects_garbage", json_parse_accepts_valid_and_rejects_garbage },
 	{ "json_depth_limit_is_exact", json_depth_limit_is_exact },
@@ -151,5 +169,6 @@ const struct unit_test json_tests[] = {
 	{ "json_getters_check_types", json_getters_check_types },
 	{ "json_quote_escapes_controls", json_quote_escapes_controls },
 	{ "json_new_text_replaces_invalid_utf8", json_new_text_replaces_invalid_utf8 },
+	{ "json_field_reads_answers_without_type_checks", json_field_reads_answers_without_type_checks },
 	{ NULL, NULL },
 };
