@@ -35,6 +35,7 @@ struct agent_pty_conn {
 	struct MHD_UpgradeResponseHandle *urh;
 	const char *extra;
 	size_t extra_len;
+	const char *key;           /* X-Orchard-Key: the API key nginx let in, or NULL */
 };
 /* A new session whose client must send init. ORC_EUNAVAIL when full or
  * stopping. */
@@ -44,4 +45,8 @@ int agent_pty_session_attach(const char *id, uint64_t offset, const struct agent
 /* For the checks before the upgrade. */
 int agent_pty_session_exists(const char *id);
 int agent_pty_session_room(void);
+/* End every session whose client came with API key id key (revoked):
+ * its processes are killed and its client closed with 1008. Returns how
+ * many. */
+int agent_pty_end_key(const char *key);
 #endif

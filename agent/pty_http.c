@@ -11,6 +11,7 @@
 #include "server.h"
 #include "base64.h"
 #include "strutil.h"
+#include "revoke.h"
 #include "ws.h"
 #include "ws_accept.h"
 
@@ -101,7 +102,8 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
 		       const char *extra_in, size_t extra_in_size, MHD_socket sock,
 		       struct MHD_UpgradeResponseHandle *urh)
 {
-	struct agent_pty_conn conn = { sock, urh, extra_in, extra_in_size };
+	struct agent_pty_conn conn = { sock, urh, extra_in, extra_in_size,
+		MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-Orchard-Key") };
 	const char *session = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "session");
 	const char *offset = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "offset");
 	uint64_t off = 0;
@@ -127,6 +129,7 @@ void agent_handle_pty(struct agent_reply *reply, const struct agent_request *req
 	const char *protocols = header(req, "Sec-WebSocket-Protocol");
 	const char *session = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "session");
 	const char *offset = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "offset");
+	const char *api_key = header(req, "X-Orchard-Key");
 	struct MHD_Response *resp;
 	char accept[ORC_WS_ACCEPT_LEN + 1], protocol[PROTOCOL_MAX];
 	uint64_t off;
@@ -141,6 +144,10 @@ void agent_handle_pty(struct agent_reply *reply, const struct agent_request *req
 	}
 	if (!key || !valid_key(key)) {
 		agent_reply_error(reply, 400, "Sec-WebSocket-Key must be 16 bytes in base64");
+		return;
+	}
+	if (api_key && !agent_key_valid(api_key)) {
+		agent_reply_error(reply, 400, "header X-Orchard-Key must be a key id (1 to 23 digits)");
 		return;
 	}
 	if (session && !valid_session_id(session)) {

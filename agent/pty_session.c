@@ -484,11 +484,14 @@ static int poll_timeout(const struct pty_session *s, int64_t now)
 	return t <= now ? 0 : (int)(t - now);
 }
 
-static void session_stop(struct pty_session *s)
+static void session_stop(struct pty_session *s, enum pty_stop why)
 {
 	kill_groups(s, SIGKILL);
 	if (s->client) {
-		client_close(s->client, 1001, "the agent is shutting down");
+		if (why == PTY_STOP_REVOKED)
+			client_close(s->client, 1008, "the API key was revoked");
+		else
+			client_close(s->client, 1001, "the agent is shutting down");
 		agent_ws_handle(s->client->ws, 0);
 	}
 }
@@ -498,7 +501,8 @@ void pty_session_run(struct pty_session *s)
 	struct pty_pending *pending;
 	struct pty_client *polled;
 	struct pollfd pfd[4];
-	int nfd, i_wake, i_child, i_master, i_sock, stop, n;
+	int nfd, i_wake, i_child, i_master, i_sock, n;
+	enum pty_stop stop;
 	int64_t now;
 	char drain[64];
 	short ev;
@@ -540,7 +544,7 @@ void pty_session_run(struct pty_session *s)
 			pending = pty_table_take(s, &stop);
 			take_pending(s, pending);
 			if (stop) {
-				session_stop(s);
+				session_stop(s, stop);
 				return;
 			}
 		}

@@ -6,6 +6,7 @@
 #include "pty.h"
 #include "pty_ring.h"
 #include "reaper.h"
+#include "revoke.h"
 #include "ws.h"
 /*
  * Internal to the PTY code: one session (pty_session.c, its thread's loop)
@@ -21,6 +22,7 @@
 #define PTY_MAX_MESSAGE (1024 * 1024)  /* larger client frames: close 1009 */
 
 enum pty_session_state { S_INIT, S_RUNNING, S_FINISHED };
+enum pty_stop { PTY_STOP_NONE, PTY_STOP_SHUTDOWN, PTY_STOP_REVOKED };
 
 struct pty_client {
 	struct agent_ws *ws;
@@ -43,8 +45,9 @@ struct pty_session {
 	int wake[2];
 	/* under the table's lock (pty_table.c) */
 	struct pty_pending *pending;
-	int stop;
+	enum pty_stop stop;
 	int over;
+	char key[AGENT_KEY_MAX + 1];     /* API key id of the last client; "" if none */
 	/* the session thread's */
 	enum pty_session_state state;
 	struct pty_client *client;
@@ -81,5 +84,5 @@ void pty_session_release(struct pty_session *s);
 
 /* pty_table.c: under the lock, take the clients waiting to attach and
  * whether the agent is stopping. */
-struct pty_pending *pty_table_take(struct pty_session *s, int *stop_out);
+struct pty_pending *pty_table_take(struct pty_session *s, enum pty_stop *stop_out);
 #endif

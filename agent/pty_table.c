@@ -30,7 +30,7 @@ static void wake(struct pty_session *s)
 	while (w < 0 && errno == EINTR);
 }
 
-struct pty_pending *pty_table_take(struct pty_session *s, int *stop_out)
+struct pty_pending *pty_table_take(struct pty_session *s, enum pty_stop *stop_out)
 {
 	struct pty_pending *p;
 
@@ -88,20 +88,36 @@ static int start_locked(struct pty_session *s)
 	return -1;
 }
 
+/* The client's key into s->key; -1 when it has been revoked. */
+static int set_key_locked(struct pty_session *s, const struct agent_pty_conn *conn)
+{
+	s->key[0] = '\0';
+	if (!conn->key)
+		return 0;
+	if (agent_key_revoked(conn->key))
+		return -1;
+	memcpy(s->key, conn->key, strlen(conn->key) + 1); /* agent_key_valid: it fits */
+	return 0;
+}
+
 int agent_pty_session_new(const struct agent_pty_conn *conn)
 {
 	struct pty_session *s = xmalloc(sizeof(*s));
-	int rc;
+	int rc, revoked;
 
 	if (pty_session_init(s, conn) < 0) {
 		free(s);
 		return ORC_ERROR;
 	}
 	pthread_mutex_lock(&table_lock);
-	rc = start_locked(s);
+	revoked = set_key_locked(s, conn) < 0;
+	rc = revoked ? -1 : start_locked(s);
 	pthread_mutex_unlock(&table_lock);
 	if (rc < 0) {
-		pty_session_refuse(s, 1013, "too many sessions");
+		if (revoked)
+			pty_session_refuse(s, 1008, "the API key was revoked");
+		else
+			pty_session_refuse(s, 1013, "too many sessions");
 		pty_session_release(s);
 		free(s);
 		return ORC_EUNAVAIL;
@@ -133,12 +149,18 @@ int agent_pty_session_attach(const char *id, uint64_t offset, const struct agent
 		err = ORC_ENOTFOUND;
 		goto done;
 	}
+	if (conn->key && agent_key_revoked(conn->key)) {
+		MHD_upgrade_action(conn->urh, MHD_UPGRADE_ACTION_CLOSE);
+		err = ORC_EFORBIDDEN;
+		goto done;
+	}
 	p = xcalloc(1, sizeof(*p));
 	if ((err = pty_session_ws(&p->ws, s, conn)) < 0) {
 		free(p);
 		goto done;
 	}
 	p->offset = offset;
+	set_key_locked(s, conn);
 	for (pp = &s->pending; *pp; pp = &(*pp)->next)
 		;
 	*pp = p;
@@ -180,7 +202,7 @@ void agent_pty_stop_all(void)
 	stopping = 1;
 	for (i = 0; i < AGENT_PTY_MAX_SESSIONS; i++) {
 		if (table[i]) {
-			table[i]->stop = 1;
+			table[i]->stop = PTY_STOP_SHUTDOWN;
 			wake(table[i]);
 		}
 	}
@@ -193,4 +215,21 @@ void agent_pty_stop_all(void)
 		if (left)
 			usleep(10000);
 	} while (left && orc_mono_ms() < end);
+}
+
+int agent_pty_end_key(const char *key)
+{
+	size_t i;
+	int n = 0;
+
+	pthread_mutex_lock(&table_lock);
+	for (i = 0; i < AGENT_PTY_MAX_SESSIONS; i++) {
+		if (table[i] && !table[i]->stop && !strcmp(table[i]->key, key)) {
+			table[i]->stop = PTY_STOP_REVOKED;
+			wake(table[i]);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&table_lock);
+	return n;
 }

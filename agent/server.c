@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "pty.h"
+#include "revoke.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -37,6 +38,7 @@ static const struct route routes[] = {
 	{ "POST", "/exec", agent_handle_exec, EXEC_BODY, ORC_LOG_INFO },
 	{ "POST", "/exec/cancel", agent_handle_exec_cancel, 0, ORC_LOG_INFO },
 	{ "GET", "/pty", agent_handle_pty, 0, ORC_LOG_INFO },
+	{ "POST", "/keys/revoke", agent_handle_keys_revoke, 0, ORC_LOG_INFO },
 	{ "PUT", "/files", agent_handle_files_put, SIZE_MAX, ORC_LOG_INFO, &agent_files_upload },
 	{ "GET", "/files", agent_handle_files_get, 0, ORC_LOG_INFO },
 	{ "DELETE", "/files", agent_handle_files_delete, 0, ORC_LOG_INFO },
@@ -199,6 +201,10 @@ static enum MHD_Result begin_request(struct agent_server *s, struct MHD_Connecti
 	} else if ((status = find_route(&st->route, &st->allow, method, url)) != 0) {
 		st->error_status = status;
 		st->error_msg = status == MHD_HTTP_NOT_FOUND ? "no such route" : "method not allowed";
+	} else if (agent_key_revoked(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Orchard-Key"))) {
+		/* nginx let the key in just before its revocation reached us */
+		st->error_status = MHD_HTTP_FORBIDDEN;
+		st->error_msg = "the API key was revoked";
 	} else if (st->route->max_body) {
 		limit = st->route->max_body;
 	}

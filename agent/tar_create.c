@@ -16,6 +16,7 @@
 #include "io.h"
 #include "fsutil.h"
 #include "log.h"
+#include "revoke.h"
 #include "tar.h"
 #include "xalloc.h"
 
@@ -34,6 +35,7 @@ struct tar_out {
 	int failed;                /* atomic: the thread gave up mid-stream */
 	char msg[512];
 	char *buf;                 /* READ_BLOCK of file data */
+	char key[AGENT_KEY_MAX + 1]; /* X-Orchard-Key: revoking it cuts the stream */
 };
 
 static la_ssize_t on_write(struct archive *a, void *cls, const void *data, size_t n)
@@ -184,6 +186,8 @@ static ssize_t on_read(void *cls, uint64_t pos, char *buf, size_t max)
 	ssize_t n;
 
 	(void)pos;
+	if (t->key[0] && agent_key_revoked(t->key))
+		return MHD_CONTENT_READER_END_WITH_ERROR;
 	do
 		n = read(t->pipe_r, buf, max);
 	while (n < 0 && errno == EINTR);
@@ -208,6 +212,7 @@ void agent_handle_archive_get(struct agent_reply *reply, const struct agent_requ
 {
 	struct MHD_Response *resp;
 	struct tar_out *t = NULL;
+	const char *key;
 	char *path = NULL, msg[512];
 	int fds[2], fd = -1;
 
@@ -239,6 +244,9 @@ void agent_handle_archive_get(struct agent_reply *reply, const struct agent_requ
 	t->pipe_r = fds[0];
 	t->pipe_w = fds[1];
 	t->buf = xmalloc(READ_BLOCK);
+	key = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "X-Orchard-Key");
+	if (key && agent_key_valid(key))
+		memcpy(t->key, key, strlen(key) + 1);
 	if (pthread_create(&t->thread, NULL, create_thread, t) != 0) {
 		close(fds[0]);
 		close(fds[1]);

@@ -317,6 +317,11 @@ void api_auth_evict_all(void);
 /* Write pending last_used_at updates on c (called by the listener). */
 void api_auth_flush_touches(PGconn *c);
 
+/* key_revoke.c: a revoked key's open PTY sessions and agent streams end
+ * (the listener queues each revoked key_id; one thread tells the agents). */
+int api_key_revoke_start(void);
+void api_key_revoke_queue(const char *key_id);
+
 /* ---- notify.c: LISTEN/NOTIFY and bounded waits ------------------------ */
 
 /* API_CHAN_JOB_OUTPUT: a piece of a job's output came, or the job changed. */

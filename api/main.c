@@ -192,7 +192,7 @@ int main(int argc, char **argv)
 	if (FCGX_Init() != 0 || api_listener_open(&auth_listener) < 0 ||
 	    api_listener_open(&public_listener) < 0)
 		goto fail;
-	if (api_notify_start(dburl) < 0 || api_lanes_start(api_server.workers) < 0 ||
+	if (api_key_revoke_start() < 0 || api_notify_start(dburl) < 0 || api_lanes_start(api_server.workers) < 0 ||
 	    api_lease_start() < 0 || api_listener_start(&auth_listener, auth_threads) < 0 ||
 	    api_listener_start(&public_listener, api_server.threads) < 0)
 		goto fail;

@@ -139,6 +139,7 @@ static void handle(PGnotify *n)
 		N.key_gen++;
 		pthread_mutex_unlock(&N.lock);
 		api_auth_evict(n->extra);
+		api_key_revoke_queue(n->extra);
 	} else if (!strcmp(n->relname, "orchard_sandbox")) {
 		api_notify_local(API_CHAN_SANDBOX, n->extra);
 		api_lanes_wake(n->extra);   /* a job waiting in a failed sandbox ends */

@@ -1,0 +1,120 @@
+"""Revoking a key ends what it opened (issue 19, item 10).
+
+nginx proxies the PTY WebSocket and raw downloads straight to the sandbox's
+agent once /_auth_agent accepted the key, so a revocation must reach the
+agents: DELETE /v1/keys/{id} ends that key's open PTY sessions (the shell
+and its processes too), and the key cannot attach again, while another key
+of the same tenant keeps its session. The client is python3-websocket, not
+ours.
+"""
+import base64
+import json
+import struct
+import time
+
+import pytest
+import websocket  # python3-websocket
+
+TENANT = "revoke-t"
+
+
+def wss(stack, sid):
+    return "wss://%s/v1/sandboxes/%s/exec/pty" % (stack.url.split("://", 1)[1], sid)
+
+
+def connect(stack, sid, key):
+    return websocket.create_connection(wss(stack, sid), timeout=60, header=["X-API-Key: " + key],
+                                       sslopt={"ca_certs": stack.cacert})
+
+
+def send_stdin(ws, text):
+    ws.send(json.dumps({"type": "stdin", "data": base64.b64encode(text.encode()).decode()}))
+
+
+def read_until(ws, text, seconds=60):
+    out, end = "", time.monotonic() + seconds
+    while text not in out:
+        assert time.monotonic() < end, "no %r in %r" % (text, out)
+        m = json.loads(ws.recv())
+        assert m["type"] in ("ready", "stdout"), (m, out)
+        if m["type"] == "stdout":
+            out += base64.b64decode(m["data"]).decode(errors="replace")
+    return out
+
+
+def open_shell(stack, sid, key):
+    ws = connect(stack, sid, key)
+    ws.send(json.dumps({"type": "init", "cmd": ["/bin/sh"], "rows": 24, "cols": 80}))
+    send_stdin(ws, "echo up-$((6*7))\n")
+    read_until(ws, "up-42")
+    return ws
+
+
+def closed_within(ws, seconds):
+    """The close code once the server ends the socket (None: ended without
+    a close frame); fails when it is still open after seconds."""
+    end = time.monotonic() + seconds
+    ws.settimeout(5)
+    while time.monotonic() < end:
+        try:
+            op, data = ws.recv_data(control_frame=True)
+        except websocket.WebSocketTimeoutException:
+            continue
+        except (websocket.WebSocketConnectionClosedException, ConnectionError, OSError):
+            return None
+        if op == websocket.ABNF.OPCODE_CLOSE:
+            return struct.unpack("!H", data[:2])[0] if len(data) >= 2 else None
+    pytest.fail("the PTY socket is still open %d s after its key was revoked" % seconds)
+
+
+def new_key(stack, admin):
+    stack.new_tenant_key(TENANT)     # the tenant
+    r = admin.post(stack.url + "/v1/keys", json={"tenant": TENANT, "name": "revoke-test"})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def processes(stack, session, sid):
+    """The command lines of every process in the sandbox."""
+    r = session.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), json={
+        "command": "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done",
+        "wait": True})
+    assert r.status_code == 200, r.text
+    return r.json()["stdout"]
+
+
+def test_revoking_a_key_ends_its_pty_sessions(stack, admin):
+    doomed, kept = new_key(stack, admin), new_key(stack, admin)
+    mine = stack.session(key=kept["key"])
+    sid = stack.new_sandbox(mine)
+    try:
+        ws = open_shell(stack, sid, doomed["key"])
+        other = open_shell(stack, sid, kept["key"])
+        send_stdin(ws, "sleep 4242\n")
+        deadline = time.monotonic() + 60
+        while "sleep 4242" not in processes(stack, mine, sid):
+            assert time.monotonic() < deadline, "the session's sleep never started"
+            time.sleep(0.2)
+
+        r = admin.delete("%s/v1/keys/%s" % (stack.url, doomed["id"]))
+        assert r.status_code == 200 and r.json()["revoked"] is True, r.text
+
+        code = closed_within(ws, 60)
+        assert code in (None, 1008), code
+        ws.close()
+        # The session's processes went with it.
+        deadline = time.monotonic() + 60
+        while "sleep 4242" in processes(stack, mine, sid):
+            assert time.monotonic() < deadline, "the revoked key's shell still runs"
+            time.sleep(0.5)
+        # The key cannot open a new session.
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            connect(stack, sid, doomed["key"])
+        assert e.value.status_code == 403
+        # Another key of the tenant keeps its own.
+        send_stdin(other, "echo still-$((7*6))\n")
+        read_until(other, "still-42")
+        other.close()
+    finally:
+        mine.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+        admin.delete("%s/v1/keys/%s" % (stack.url, kept["id"]))
