@@ -486,8 +486,6 @@ int api_reply_agent(struct api_req *r, long status, const struct orc_buf *body);
  * serialised, not taken.
  */
 int api_event_record(struct api_req *r, const char *kind, json_object *data);
-/* Percent-encode s for a query string value (malloc'd). */
-char *api_url_escape(const char *s);
 
 /* ---- quota.c ---------------------------------------------------------- */
 

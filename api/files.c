@@ -26,6 +26,7 @@
 #include "json.h"
 #include "log.h"
 #include "strutil.h"
+#include "url.h"
 #include "validate.h"
 #include "xalloc.h"
 
@@ -119,7 +120,7 @@ done:
 static const char *agent_path(struct api_req *r, const char *route, const char *path,
 			      const char *extra)
 {
-	char *esc = api_url_escape(path);
+	char *esc = orc_url_escape(path, "/");
 	char *s = xasprintf("%s?path=%s%s", route, esc, extra ? extra : "");
 
 	free(esc);

@@ -36,6 +36,7 @@
 #include "json.h"
 #include "log.h"
 #include "strutil.h"
+#include "url.h"
 #include "validate.h"
 #include "xalloc.h"
 
@@ -113,7 +114,7 @@ static int raw_target(const char **agent_path, const char **path_out, struct api
 		     strlen(mode + strspn(mode, "0")) > 4 || strlen(mode) > 5))
 		return api_reply_error(r, ORC_EINVALID, "query parameter 'mode' must be octal such as "
 				       "0644, at most 07777");
-	esc = api_url_escape(path);
+	esc = orc_url_escape(path, "/");
 	*agent_path = api_own_mem(r, xasprintf("%s?path=%s%s%s", route, esc, mode ? "&mode=" : "",
 					      mode ? mode : ""));
 	free(esc);

@@ -19,6 +19,7 @@
 #include "err.h"
 #include "json.h"
 #include "log.h"
+#include "url.h"
 #include "validate.h"
 #include "xalloc.h"
 
@@ -194,7 +195,7 @@ int api_git_diff(struct api_req *r)
 
 	if ((err = query_cwd(&cwd, r)) < 0 || (err = api_agent_get(&a, r)) < 0)
 		return err;
-	esc = cwd && *cwd ? api_url_escape(cwd) : NULL;
+	esc = cwd && *cwd ? orc_url_escape(cwd, "/") : NULL;
 	path = api_own_mem(r, esc ? xasprintf("/git/diff?cwd=%s", esc) : xstrdup("/git/diff"));
 	free(esc);
 	orc_buf_init(&out, DIFF_MAX);

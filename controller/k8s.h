@@ -141,9 +141,6 @@ typedef int (*k8s_line_fn)(void *arg, const char *line, size_t len);
 int k8s_stream(struct k8s_client *c, long *status_out, struct orc_buf *err_body,
 	       const char *path, k8s_line_fn fn, void *arg, int64_t timeout_ms);
 
-/* Percent-encode s for a query value; fresh string. */
-char *k8s_query_escape(const char *s);
-
 /* ---- objects (k8s_pod.c) --------------------------------------------------- */
 
 /* sb-<id>, sb-<id>-token, sb-<id>-egress; fresh strings. */

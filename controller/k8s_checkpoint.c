@@ -33,6 +33,7 @@
 #include "log.h"
 #include "sha256.h"
 #include "strutil.h"
+#include "url.h"
 #include "xalloc.h"
 
 #define BLOCK 512
@@ -294,7 +295,7 @@ static int add_path(struct take *t, char **why, const struct k8s_store *s,
 {
 	unsigned char h[BLOCK], zero[BLOCK];
 	struct orc_agent_req req;
-	char *esc = k8s_query_escape(path), *name = xasprintf("%s.tar", path + 1), *text, *url;
+	char *esc = orc_url_escape(path, ""), *name = xasprintf("%s.tar", path + 1), *text, *url;
 	int64_t start = t->off, size;
 	long status = 0;
 	int err;
@@ -433,7 +434,7 @@ static int push(char **why, const struct k8s_store *s, const struct ctl_agent_re
 		free(path);
 		return ORC_EINVALID;
 	}
-	esc = k8s_query_escape(path);
+	esc = orc_url_escape(path, "");
 	memset(&req, 0, sizeof(req));
 	req.address = agent->address;
 	req.token = agent->token;

@@ -498,25 +498,6 @@ done:
 	return err;
 }
 
-char *k8s_query_escape(const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	struct orc_buf b = ORC_BUF_INIT;
-	const unsigned char *p;
-
-	for (p = (const unsigned char *)s; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
-			orc_buf_addc(&b, (char)*p);
-		} else {
-			orc_buf_addc(&b, '%');
-			orc_buf_addc(&b, hex[*p >> 4]);
-			orc_buf_addc(&b, hex[*p & 15]);
-		}
-	}
-	return orc_buf_detach(&b, NULL);
-}
-
 void k8s_client_thread_done(void)
 {
 	if (thread_handle) {

@@ -26,6 +26,7 @@
 #include "json.h"
 #include "log.h"
 #include "strutil.h"
+#include "url.h"
 #include "xalloc.h"
 
 #define SYNC_WAIT_MS 10000        /* alive() before the first LIST: wait this long */
@@ -394,7 +395,7 @@ static int list_ids(struct k8s_driver *kd, char ***ids, size_t *n, int res)
 	int err = 0, pages;
 
 	for (pages = 0; pages < 10000; pages++) {
-		esc = cont ? k8s_query_escape(cont) : NULL;
+		esc = cont ? orc_url_escape(cont, "") : NULL;
 		path = xasprintf("%s?%s&limit=500%s%s", coll, K8S_SELECTOR, esc ? "&continue=" : "",
 				 esc ? esc : "");
 		free(esc);

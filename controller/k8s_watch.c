@@ -32,6 +32,7 @@
 #include "json.h"
 #include "log.h"
 #include "strutil.h"
+#include "url.h"
 #include "xalloc.h"
 
 #define NBUCKETS 4096
@@ -252,7 +253,7 @@ static int list_page(struct k8s_watch *w, struct listed **l, size_t *n, char **r
 {
 	struct k8s_response r = K8S_RESPONSE_INIT;
 	json_object *list = NULL, *items = NULL, *meta = NULL, *v;
-	char *esc = cont ? k8s_query_escape(cont) : NULL, *path, *why;
+	char *esc = cont ? orc_url_escape(cont, "") : NULL, *path, *why;
 	const char *id;
 	size_t i, m;
 	int err;
@@ -381,7 +382,7 @@ static int watch_once(struct k8s_watch *w)
 {
 	struct orc_buf errbody = ORC_BUF_INIT;
 	struct k8s_response r = K8S_RESPONSE_INIT;
-	char *rv = k8s_query_escape(w->rv), *path, *why;
+	char *rv = orc_url_escape(w->rv, ""), *path, *why;
 	long status = 0;
 	int err;
 

@@ -1,8 +1,10 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
 #include "strutil.h"
 #include "unit.h"
+#include "url.h"
 
 static void parse_i64_is_strict(void)
 {
@@ -118,7 +120,22 @@ static void etag_lists(void)
 	CHECK(!orc_etag_listed("", "\"a1\"", 1));
 }
 
+static void url_escape_keeps_unreserved_and_keep(void)
+{
+	char *a = orc_url_escape("a/b c~d-e_f.g%\xc3\xa9&=", "/");
+	char *b = orc_url_escape("a/b c", "");
+
+	CHECK_STR(a, "a/b%20c~d-e_f.g%25%C3%A9%26%3D");
+	CHECK_STR(b, "a%2Fb%20c");
+	free(a);
+	free(b);
+	a = orc_url_escape("", "");
+	CHECK_STR(a, "");
+	free(a);
+}
+
 const struct unit_test strutil_tests[] = {
+	{ "url_escape_keeps_unreserved_and_keep", url_escape_keeps_unreserved_and_keep },
 	{ "parse_i64_is_strict", parse_i64_is_strict },
 	{ "parse_cpu_quantities", parse_cpu_quantities },
 	{ "parse_memory_quantities", parse_memory_quantities },
