@@ -16,6 +16,7 @@
 #include "err.h"
 #include "log.h"
 #include "reaper.h"
+#include "sweep.h"
 #include "spawn.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -226,7 +227,7 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 	struct stream st[2];
 	int opipe[2] = { -1, -1 }, epipe[2] = { -1, -1 };
 	int in_fd = -1, fd3 = -1, failure_code = 0, err = 0, i, status;
-	char *failure = NULL;
+	char *failure = NULL, **envp = NULL, tag[AGENT_SWEEP_ENTRY_MAX];
 	double start;
 
 	if (atomic_load(&stopping))
@@ -248,7 +249,9 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 
 	sp.path = spec->path;
 	sp.argv = spec->argv;
-	sp.envp = spec->envp;
+	agent_sweep_entry(tag);
+	envp = agent_sweep_envp(tag, spec->envp);
+	sp.envp = envp;
 	sp.cwd = spec->cwd;
 	sp.stdin_fd = in_fd;
 	sp.stdout_fd = opipe[1];
@@ -293,6 +296,9 @@ int agent_exec_run(struct agent_exec_result *out, const struct agent_exec_spec *
 		epipe[0] = st[1].fd;
 	}
 	r.cancelled = agent_job_detach_child(spec->job);
+	/* The group is dead; what left it (setsid) goes too. */
+	if ((r.timed_out || r.cancelled) && (i = agent_sweep_kill(tag)) > 0)
+		orc_logf(ORC_LOG_INFO, "killed %d processes the command left outside its group", i);
 	agent_cglimits_read(&after);
 	r.oom_killed = after.oom_kills > before.oom_kills;
 	r.pids_limited = after.pids_refused > before.pids_refused;
@@ -309,6 +315,7 @@ done:
 	close_fd(&in_fd);
 	close_fd(&fd3);
 	free(failure);
+	free(envp);
 	agent_exec_result_release(&r);
 	return err;
 }

@@ -158,3 +158,35 @@ def test_exec_on_a_pending_sandbox_waits_until_it_is_ready(stack, admin, sandbox
     finally:
         stack.psql("UPDATE sandboxes SET state = 'deleted', agent_address = NULL"
                    " WHERE id = '%s'" % sid)
+
+
+def sandbox_processes(stack, sandbox):
+    """The command lines of every process of the sandbox (from /proc: no ps needed)."""
+    code, job = curl_exec(stack, sandbox, {
+        "command": "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done",
+        "wait": True})
+    assert code == 200 and job["exit_code"] == 0, job
+    return job["stdout"]
+
+
+def test_a_timeout_kills_what_left_the_process_group(stack, sandbox):
+    """(setsid CMD &) leaves the command's process group and session; a
+    timeout still kills it (issue 19, item 11), while what a command that
+    ended by itself left in the background keeps running."""
+    n = 3000 + int.from_bytes(os.urandom(2), "big") % 5000
+    escaped, nested, kept = "sleep %d" % n, "sleep %d" % (n + 1), "sleep %d" % (n + 2)
+    try:
+        code, job = curl_exec(stack, sandbox, {"command": "(%s &); true" % kept.replace("sleep", "setsid sleep"),
+                                               "wait": True})
+        assert code == 200 and job["exit_code"] == 0, job
+        code, job = curl_exec(stack, sandbox, {
+            "command": "(setsid %s &); (setsid sh -c '%s; true' &); sleep 1000" % (escaped, nested),
+            "timeout_seconds": 3, "wait": True})
+        assert code == 200 and job["timed_out"] is True, job
+        procs = sandbox_processes(stack, sandbox)
+        assert escaped not in procs and nested not in procs, procs
+        assert kept in procs, procs
+    finally:
+        curl_exec(stack, sandbox, {"command": "pkill -f 'sleep %d' || kill $(for p in /proc/[0-9]*;"
+                                   " do grep -qa 'sleep %d' $p/cmdline 2>/dev/null && basename $p;"
+                                   " done) 2>/dev/null; true" % (n + 2, n + 2), "wait": True})
