@@ -495,10 +495,12 @@ int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, cha
  * Inside the caller's transaction: lock the tenant's row and check that n
  * new sandboxes of cpu_millis and memory_bytes each fit the tenant's
  * quotas, all or none. ORC_EQUOTA with a message naming the quota and the
- * numbers.
+ * numbers, and *retry_out the seconds after which a retry may fit.
  */
-int api_quota_check(PGconn *db, int64_t tenant_id, int n, int64_t cpu_millis, int64_t memory_bytes,
-		    char *msg, size_t msglen);
+int api_quota_check(long *retry_out, PGconn *db, int64_t tenant_id, int n, int64_t cpu_millis,
+		    int64_t memory_bytes, char *msg, size_t msglen);
+/* The 429 of a refused quota, with Retry-After: retry_s. */
+int api_reply_quota(struct api_req *r, long retry_s, const char *msg);
 
 /* ---- lease.c: runner leases ------------------------------------------ */
 

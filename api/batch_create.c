@@ -87,8 +87,8 @@ static int batch_read(PGresult **out, PGconn *db, int64_t tenant_id, const char 
 
 /* One attempt: the quota check, the batch row and its sandboxes, in one
  * transaction. ORC_ECONFLICT when a generated id or the key was taken. */
-static int batch_insert(struct api_req *r, PGconn *db, const struct batch_req *b, const char *batch_id,
-			char *msg, size_t msglen)
+static int batch_insert(long *retry_out, struct api_req *r, PGconn *db, const struct batch_req *b,
+			const char *batch_id, char *msg, size_t msglen)
 {
 	char tenant[24], count[24], (*idbuf)[9] = xcalloc((size_t)b->count, sizeof(*idbuf));
 	const char **ids = xcalloc((size_t)b->count, sizeof(*ids));
@@ -106,8 +106,8 @@ static int batch_insert(struct api_req *r, PGconn *db, const struct batch_req *b
 	}
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
-	if ((err = api_quota_check(db, r->tenant_id, (int)b->count, c->cpu_millis, c->memory_bytes,
-				   msg, msglen)) < 0 ||
+	if ((err = api_quota_check(retry_out, db, r->tenant_id, (int)b->count, c->cpu_millis,
+				   c->memory_bytes, msg, msglen)) < 0 ||
 	    (err = orc_pg_query(NULL, db, "INSERT INTO sandbox_batches (id, tenant_id, count,"
 				" idempotency_key) VALUES ($1, $2::bigint, $3::int, $4)", 4, params)) < 0 ||
 	    (err = api_create_insert(&res, db, r, c, ids, (int)b->count, batch_id)) < 0 ||
@@ -148,6 +148,7 @@ int api_batch_create(struct api_req *r)
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	char msg[512], batch_id[17];
+	long retry = 0;
 	int err, attempt;
 
 	memset(&b, 0, sizeof(b));
@@ -171,7 +172,7 @@ int api_batch_create(struct api_req *r)
 		goto done;
 	for (attempt = 0; attempt < BATCH_ATTEMPTS; attempt++) {
 		orc_random_hex(batch_id, 8);
-		if ((err = batch_insert(r, db, &b, batch_id, msg, sizeof(msg))) != ORC_ECONFLICT)
+		if ((err = batch_insert(&retry, r, db, &b, batch_id, msg, sizeof(msg))) != ORC_ECONFLICT)
 			break;
 		/* A concurrent request with our Idempotency-Key won the race? */
 		if (b.idempotency_key &&
@@ -185,7 +186,9 @@ int api_batch_create(struct api_req *r)
 		err = batch_read(&res, db, r->tenant_id, batch_id, NULL);
 done:
 	orc_pg_pool_release(&api_server.db, db);
-	if (err == ORC_EQUOTA || err == ORC_EINVALID)
+	if (err == ORC_EQUOTA)
+		return api_reply_quota(r, retry, msg);
+	if (err == ORC_EINVALID)
 		return api_reply_error(r, err, "%s", msg);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the batch");

@@ -99,7 +99,8 @@ static int reply_error_v(struct api_req *r, int err, const char *extra_headers,
 	json_object_object_add(o, "code", json_object_new_string(err_map[i].code));
 	json_object_object_add(o, "request_id", json_object_new_string(r->request_id));
 	body = orc_json_str(o, &len);
-	if (err_map[i].headers)
+	/* the caller's headers replace the defaults (its own Retry-After) */
+	if (err_map[i].headers && !extra_headers)
 		orc_buf_adds(&hdr, err_map[i].headers);
 	if (extra_headers)
 		orc_buf_adds(&hdr, extra_headers);

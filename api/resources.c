@@ -12,7 +12,8 @@
  *                   database (live sandboxes and what they were given) and
  *                   this host (online cpus, physical memory), plus ours:
  *                   totals, allocated, sandboxes by state and the caller's
- *                   tenant with its quotas, usage, weight and queued
+ *                   tenant with its quotas, usage (each tenant-wide quota
+ *                   against its use in `quotas`), weight and queued
  *                   sandboxes, and admission: the capacity the controller
  *                   admits into and the queue depth. sandbox_pods lists
  *                   only the caller's own sandboxes (tenants never see each
@@ -164,8 +165,35 @@ enum {
 	R_LIVE, R_CPU, R_MEM, R_PENDING, R_READY, R_FAILED, R_DELETING,
 	R_TENANT, R_MAX_SB, R_MAX_CPU, R_MAX_MEM, R_T_LIVE, R_T_CPU, R_T_MEM,
 	R_QUEUED, R_T_QUEUED, R_WEIGHT, R_CAP_CPU, R_CAP_MEM, R_CAP_NODE_CPU, R_CAP_NODE_MEM,
-	R_ADM_CPU, R_ADM_MEM,
+	R_ADM_CPU, R_ADM_MEM, R_MAX_TOTAL_CPU, R_MAX_TOTAL_MEM, R_MAX_QUEUED, R_MAX_RATE, R_T_RECENT,
 };
+
+/* The tenant-wide quotas (quota.c) with what the tenant uses of each. */
+static const struct {
+	const char *name;
+	int limit, used;
+} tenant_quotas[] = {
+	{ "max_sandboxes", R_MAX_SB, R_T_LIVE },
+	{ "max_total_cpu_millis", R_MAX_TOTAL_CPU, R_T_CPU },
+	{ "max_total_memory_bytes", R_MAX_TOTAL_MEM, R_T_MEM },
+	{ "max_queued", R_MAX_QUEUED, R_T_QUEUED },
+	{ "max_creates_per_minute", R_MAX_RATE, R_T_RECENT },
+};
+
+/* {quota: {limit (null: none), used}} of the caller's tenant. */
+static json_object *quota_usage(PGresult *res)
+{
+	json_object *o = json_object_new_object(), *q;
+	size_t i;
+
+	for (i = 0; i < sizeof(tenant_quotas) / sizeof(*tenant_quotas); i++) {
+		q = json_object_new_object();
+		json_object_object_add(q, "limit", nullable(res, tenant_quotas[i].limit));
+		json_object_object_add(q, "used", json_object_new_int64(col_i64(res, tenant_quotas[i].used)));
+		json_object_object_add(o, tenant_quotas[i].name, q);
+	}
+	return o;
+}
 
 /* Ours: what the controller admits into (docs/controller.md, Admission);
  * capacity is null until a controller of this driver has reported it. */
@@ -222,7 +250,10 @@ int api_resources_get(struct api_req *r)
 		" (SELECT count(*) FROM q), (SELECT count(*) FROM q WHERE tenant_id = t.id), t.weight,"
 		" (SELECT cpu_millis FROM cap), (SELECT memory_bytes FROM cap),"
 		" (SELECT node_cpu_millis FROM cap), (SELECT node_memory_bytes FROM cap),"
-		" (SELECT sum(cpu_millis) FROM adm), (SELECT sum(memory_bytes) FROM adm)"
+		" (SELECT sum(cpu_millis) FROM adm), (SELECT sum(memory_bytes) FROM adm),"
+		" t.max_total_cpu_millis, t.max_total_memory_bytes, t.max_queued, t.max_creates_per_minute,"
+		" (SELECT count(*) FROM sandboxes r WHERE r.tenant_id = t.id"
+		" AND r.created_at > now() - interval '60 seconds')"
 		" FROM tenants t WHERE t.id = $1", 2, params);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err < 0)
@@ -263,12 +294,19 @@ int api_resources_get(struct api_req *r)
 	json_object_object_add(t, "max_sandboxes", nullable(res, R_MAX_SB));
 	json_object_object_add(t, "max_cpu_millis", nullable(res, R_MAX_CPU));
 	json_object_object_add(t, "max_memory_bytes", nullable(res, R_MAX_MEM));
+	json_object_object_add(t, "max_total_cpu_millis", nullable(res, R_MAX_TOTAL_CPU));
+	json_object_object_add(t, "max_total_memory_bytes", nullable(res, R_MAX_TOTAL_MEM));
+	json_object_object_add(t, "max_queued", nullable(res, R_MAX_QUEUED));
+	json_object_object_add(t, "max_creates_per_minute", nullable(res, R_MAX_RATE));
 	json_object_object_add(usage, "sandboxes", json_object_new_int64(col_i64(res, R_T_LIVE)));
 	json_object_object_add(usage, "cpu_millis", json_object_new_int64(col_i64(res, R_T_CPU)));
 	json_object_object_add(usage, "memory_bytes", json_object_new_int64(col_i64(res, R_T_MEM)));
+	json_object_object_add(usage, "queued", json_object_new_int64(col_i64(res, R_T_QUEUED)));
+	json_object_object_add(usage, "creates_last_minute", json_object_new_int64(col_i64(res, R_T_RECENT)));
 	json_object_object_add(t, "usage", usage);
 	json_object_object_add(t, "weight", json_object_new_int64(col_i64(res, R_WEIGHT)));
 	json_object_object_add(t, "queued", json_object_new_int64(col_i64(res, R_T_QUEUED)));
+	json_object_object_add(t, "quotas", quota_usage(res));
 	json_object_object_add(o, "tenant", t);
 	json_object_object_add(o, "admission", admission(res));
 	return api_reply_json(r, 200, o);

@@ -305,8 +305,8 @@ int api_create_precheck(PGconn *db, const struct api_create_req *c, char *msg, s
 }
 
 /* One sandbox: the quota check and the insert are one transaction (quota.c). */
-static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct api_create_req *c,
-		  const char *id, char *msg, size_t msglen)
+static int insert(PGresult **out, long *retry_out, PGconn *db, struct api_req *r,
+		  const struct api_create_req *c, const char *id, char *msg, size_t msglen)
 {
 	const char *ids[1] = { id };
 	PGresult *res = NULL;
@@ -314,7 +314,8 @@ static int insert(PGresult **out, PGconn *db, struct api_req *r, const struct ap
 
 	if ((err = orc_pg_begin(db)) < 0)
 		return err;
-	if ((err = api_quota_check(db, r->tenant_id, 1, c->cpu_millis, c->memory_bytes, msg, msglen)) < 0 ||
+	if ((err = api_quota_check(retry_out, db, r->tenant_id, 1, c->cpu_millis, c->memory_bytes,
+				   msg, msglen)) < 0 ||
 	    (err = api_create_insert(&res, db, r, c, ids, 1, NULL)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
@@ -332,6 +333,7 @@ int api_sandbox_create(struct api_req *r)
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	char msg[512], genid[9];
+	long retry = 0;
 	int err, attempt;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
@@ -354,7 +356,7 @@ int api_sandbox_create(struct api_req *r)
 			orc_random_hex(genid, 4);
 			id = genid;
 		}
-		err = insert(&res, db, r, &c, id, msg, sizeof(msg));
+		err = insert(&res, &retry, db, r, &c, id, msg, sizeof(msg));
 		if (err != ORC_ECONFLICT)
 			break;
 		/* A concurrent request with our Idempotency-Key won the race? */
@@ -369,7 +371,9 @@ done:
 	if (err == ORC_ECONFLICT)
 		return api_reply_error(r, err, "sandbox \"%s\" already exists",
 				       c.sandbox_id ? c.sandbox_id : "(generated)");
-	if (err == ORC_EQUOTA || err == ORC_EINVALID)
+	if (err == ORC_EQUOTA)
+		return api_reply_quota(r, retry, msg);
+	if (err == ORC_EINVALID)
 		return api_reply_error(r, err, "%s", msg);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the sandbox");

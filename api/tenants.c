@@ -3,26 +3,32 @@
  * answers 403 to others):
  *
  *   GET   /tenants          every tenant, by name, with its usage
- *   POST  /tenants          {name, max_sandboxes?, max_cpu_millis?, max_memory_bytes?} -> 201
+ *   POST  /tenants          {name, quota fields?} -> 201
  *   GET   /tenants/{name}   one tenant, with an ETag over its settings
  *   PATCH /tenants/{name}   change quotas; a field set to null removes that quota;
  *                           If-Match: only while the ETag still holds (412)
  *
- * Quotas are enforced when sandboxes are created (quota.c); lowering one
+ * The quota fields are the quotas[] below, each a tenants column of its
+ * name (quota.c says what each limits). Quotas are enforced when sandboxes
+ * are created (quota.c); lowering one
  * never touches sandboxes that already exist. Unknown fields are 422 here
  * (these routes are ours, and a misspelt quota must not pass silently).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "buf.h"
 #include "err.h"
 #include "json.h"
 #include "sha256.h"
 #include "strutil.h"
+#include "xalloc.h"
 
 #define TENANT_COLS \
-	"t.id, t.name, t.max_sandboxes, t.max_cpu_millis, t.max_memory_bytes, " \
+	"t.id, t.name, t.max_sandboxes, t.max_cpu_millis, t.max_memory_bytes, t.max_total_cpu_millis, " \
+	"t.max_total_memory_bytes, t.max_queued, t.max_creates_per_minute, " \
 	"to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " \
 	"(SELECT count(*) FROM sandboxes s WHERE s.tenant_id = t.id AND s.state IN ('pending', 'ready')), " \
 	"(SELECT coalesce(sum(s.cpu_millis), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
@@ -30,18 +36,60 @@
 	"(SELECT coalesce(sum(s.memory_bytes), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
 	" AND s.state IN ('pending', 'ready'))"
 
-enum { T_ID, T_NAME, T_MAX_SB, T_MAX_CPU, T_MAX_MEM, T_CREATED, T_LIVE, T_CPU, T_MEM };
+enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 7, T_LIVE, T_CPU, T_MEM };
 
-/* The quota fields, in the order of their tenants columns. */
+/* The quota fields, in the order of their tenants columns (TENANT_COLS). */
 static const struct {
 	const char *field;
 	int64_t min, max;
+	const char *type;            /* of the column */
 } quotas[] = {
-	{ "max_sandboxes", 0, 1000000 },
-	{ "max_cpu_millis", 1, INT32_MAX },
-	{ "max_memory_bytes", 1, INT64_MAX },
+	{ "max_sandboxes", 0, 1000000, "int" },
+	{ "max_cpu_millis", 1, INT32_MAX, "int" },
+	{ "max_memory_bytes", 1, INT64_MAX, "bigint" },
+	{ "max_total_cpu_millis", 1, INT64_MAX, "bigint" },
+	{ "max_total_memory_bytes", 1, INT64_MAX, "bigint" },
+	{ "max_queued", 0, 1000000, "int" },
+	{ "max_creates_per_minute", 0, 1000000, "int" },
 };
+#define QUOTA_FIELDS "max_sandboxes, max_cpu_millis, max_memory_bytes, max_total_cpu_millis, " \
+	"max_total_memory_bytes, max_queued, max_creates_per_minute"
 #define NQUOTAS (sizeof(quotas) / sizeof(*quotas))
+_Static_assert(NQUOTAS == T_CREATED - T_QUOTAS, "TENANT_COLS lists every quota");
+
+/* INSERT: $1 the name, $2.. the quotas. */
+static char *insert_sql(void)
+{
+	struct orc_buf cols = ORC_BUF_INIT, vals = ORC_BUF_INIT;
+	char *sql;
+	size_t i;
+
+	for (i = 0; i < NQUOTAS; i++) {
+		orc_buf_addf(&cols, ", %s", quotas[i].field);
+		orc_buf_addf(&vals, ", $%zu::%s", i + 2, quotas[i].type);
+	}
+	sql = xasprintf("INSERT INTO tenants (name%s) VALUES ($1%s)", cols.ptr, vals.ptr);
+	orc_buf_release(&cols);
+	orc_buf_release(&vals);
+	return sql;
+}
+
+/* UPDATE of the tenant named $1: quota i is set to $(3+2i) when $(2+2i). */
+static char *update_sql(void)
+{
+	struct orc_buf set = ORC_BUF_INIT;
+	char *sql;
+	size_t i;
+
+	for (i = 0; i < NQUOTAS; i++)
+		orc_buf_addf(&set, "%s %s = CASE WHEN $%zu::boolean THEN $%zu::%s ELSE %s END",
+			     i ? "," : "", quotas[i].field, 2 + 2 * i, 3 + 2 * i, quotas[i].type,
+			     quotas[i].field);
+	sql = xasprintf("UPDATE tenants SET%s WHERE name = $1 AND deleted_at IS NULL RETURNING id",
+			set.ptr);
+	orc_buf_release(&set);
+	return sql;
+}
 
 struct quota_patch {
 	int given[NQUOTAS];            /* the field is in the body */
@@ -58,12 +106,12 @@ static json_object *col_int(PGresult *res, int row, int col)
 static json_object *tenant_view(PGresult *res, int row)
 {
 	json_object *o = json_object_new_object(), *usage = json_object_new_object();
+	size_t i;
 
 	json_object_object_add(o, "id", col_int(res, row, T_ID));
 	json_object_object_add(o, "name", json_object_new_string(PQgetvalue(res, row, T_NAME)));
-	json_object_object_add(o, "max_sandboxes", col_int(res, row, T_MAX_SB));
-	json_object_object_add(o, "max_cpu_millis", col_int(res, row, T_MAX_CPU));
-	json_object_object_add(o, "max_memory_bytes", col_int(res, row, T_MAX_MEM));
+	for (i = 0; i < NQUOTAS; i++)
+		json_object_object_add(o, quotas[i].field, col_int(res, row, T_QUOTAS + (int)i));
 	json_object_object_add(o, "created_at", json_object_new_string(PQgetvalue(res, row, T_CREATED)));
 	json_object_object_add(usage, "sandboxes", col_int(res, row, T_LIVE));
 	json_object_object_add(usage, "cpu_millis", col_int(res, row, T_CPU));
@@ -88,8 +136,7 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 		for (i = 0; i < NQUOTAS; i++)
 			known |= !strcmp(k, quotas[i].field);
 		if (!known) {
-			snprintf(msg, msglen, "unknown field '%.64s' (quota fields: max_sandboxes, "
-				 "max_cpu_millis, max_memory_bytes)", k);
+			snprintf(msg, msglen, "unknown field '%.64s' (quota fields: " QUOTA_FIELDS ")", k);
 			return ORC_EINVALID;
 		}
 	}
@@ -138,8 +185,8 @@ static int parse_tenant_patch(struct quota_patch *p, json_object *body, char *ms
 	for (i = 0; i < NQUOTAS; i++)
 		any |= p->given[i];
 	if (!any) {
-		snprintf(msg, msglen, "nothing to change: give max_sandboxes, max_cpu_millis or "
-			 "max_memory_bytes (null removes a quota)");
+		snprintf(msg, msglen, "nothing to change: give one of " QUOTA_FIELDS " (null removes a "
+			 "quota)");
 		return ORC_EINVALID;
 	}
 	return 0;
@@ -277,9 +324,9 @@ int api_tenant_create(struct api_req *r)
 {
 	struct quota_patch p;
 	json_object *body;
-	const char *name = NULL, *params[4];
+	const char *name = NULL, *params[1 + NQUOTAS];
 	PGconn *db = NULL;
-	char msg[256];
+	char msg[256], *sql;
 	size_t i;
 	int err;
 
@@ -292,8 +339,9 @@ int api_tenant_create(struct api_req *r)
 		params[i + 1] = p.value[i][0] ? p.value[i] : NULL;
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(NULL, db, "INSERT INTO tenants (name, max_sandboxes, max_cpu_millis,"
-			   " max_memory_bytes) VALUES ($1, $2::int, $3::int, $4::bigint)", 4, params);
+	sql = insert_sql();
+	err = orc_pg_query(NULL, db, sql, 1 + (int)NQUOTAS, params);
+	free(sql);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == ORC_ECONFLICT)
 		return api_reply_error(r, err, "tenant \"%s\" already exists (or was deleted: names are "
@@ -308,10 +356,10 @@ int api_tenant_patch(struct api_req *r)
 	const char *if_match = api_req_param(r, "HTTP_IF_MATCH");   /* "" as none */
 	struct quota_patch p;
 	json_object *body;
-	const char *params[7];
+	const char *params[1 + 2 * NQUOTAS];
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[256];
+	char msg[256], *sql;
 	size_t i;
 	int err;
 
@@ -332,12 +380,9 @@ int api_tenant_patch(struct api_req *r)
 		orc_pg_pool_release(&api_server.db, db);
 		return err;
 	}
-	err = orc_pg_query(&res, db, "UPDATE tenants SET"
-			   " max_sandboxes = CASE WHEN $2::boolean THEN $3::int ELSE max_sandboxes END,"
-			   " max_cpu_millis = CASE WHEN $4::boolean THEN $5::int ELSE max_cpu_millis END,"
-			   " max_memory_bytes = CASE WHEN $6::boolean THEN $7::bigint"
-			   " ELSE max_memory_bytes END WHERE name = $1 AND deleted_at IS NULL RETURNING id",
-			   7, params);
+	sql = update_sql();
+	err = orc_pg_query(&res, db, sql, 1 + 2 * (int)NQUOTAS, params);
+	free(sql);
 	if (if_match && err == 0)
 		err = orc_pg_commit(db);
 	else if (if_match)
