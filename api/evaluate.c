@@ -32,7 +32,7 @@
 #define EVAL_FILES_MAX 256
 #define EVAL_TIMEOUT_DEFAULT 300
 #define EVAL_TIMEOUT_MAX 86400
-#define READY_TIMEOUT_S "300"
+#define READY_TIMEOUT_S 300
 #define FORK_TTL_SLACK_S 900      /* the fork outlives a lost api by at most this */
 
 struct eval_req {
@@ -151,22 +151,14 @@ done:
 static int wait_ready(struct eval_run *x)
 {
 	struct api_subreq a = API_SUBREQ_INIT;
-	struct api_subreq_call call;
 	int err;
 
-	memset(&call, 0, sizeof(call));
-	call.method = "GET";
-	call.path = "/sandboxes/{id}/wait";
-	call.handler = api_sandbox_wait;
-	call.id = x->fork;
-	call.query_key = "timeout";
-	call.query_value = READY_TIMEOUT_S;
-	if ((err = api_subreq_run(&a, x->r, &call)) < 0)
+	if ((err = api_subreq_wait(&a, x->r, x->fork, READY_TIMEOUT_S)) < 0)
 		err = api_reply_error(x->r, err, "waiting for the fork %s failed", x->fork);
 	else if (a.status != 200 || strcmp(orc_json_str_or(a.json, "status", ""), "ready"))
 		err = api_reply_error(x->r, ORC_EUNAVAIL, "the fork %s did not become ready: %s", x->fork,
-				      orc_json_str_or(a.json, "status_message", orc_json_str_or(a.json, "detail",
-									       "no detail")));
+				      orc_json_str_or(a.json, "status_message",
+						      orc_json_str_or(a.json, "detail", "no detail")));
 	api_subreq_release(&a);
 	return err;
 }

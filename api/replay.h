@@ -49,6 +49,9 @@ void api_subreq_release(struct api_subreq *s);
  * body (or none). */
 int api_subreq_json(struct api_subreq *out, struct api_req *parent, const char *method,
 		    const char *path, api_handler handler, const char *id, json_object *body);
+/* GET /sandboxes/{id}/wait?timeout=timeout_s: the sandbox as the wait
+ * ended (out->json; "ready" in its status when it came up). */
+int api_subreq_wait(struct api_subreq *out, struct api_req *parent, const char *id, int64_t timeout_s);
 
 /* ---- replay_run.c: one trajectory ------------------------------------- */
 

@@ -28,22 +28,6 @@ struct replay_ctx {
 	char sid_buf[API_MAX_ID + 1];
 };
 
-/* Call handler on the new sandbox with a JSON body (or none). */
-static int call_json(struct api_subreq *out, struct replay_ctx *c, const char *method, const char *path,
-		     api_handler handler, json_object *body)
-{
-	struct api_subreq_call call;
-
-	memset(&call, 0, sizeof(call));
-	call.method = method;
-	call.path = path;
-	call.handler = handler;
-	call.id = c->sid;
-	if (body)
-		call.body = orc_json_str(body, &call.body_len);
-	return api_subreq_run(out, c->r, &call);
-}
-
 /* ---- the sandbox ----------------------------------------------------------------- */
 
 /* A refused create is the replay request's answer: its status and code,
@@ -58,7 +42,8 @@ static int reply_refused(struct api_req *r, const struct api_subreq *a)
 	detail = xasprintf("cannot create a sandbox to replay into: %s",
 			   orc_json_str_or(a->json, "detail", "the create was refused"));
 	json_object_object_add(o, "detail", orc_json_new_text(detail, strlen(detail)));
-	json_object_object_add(o, "code", json_object_new_string(orc_json_str_or(a->json, "code", "internal")));
+	json_object_object_add(o, "code",
+			       json_object_new_string(orc_json_str_or(a->json, "code", "internal")));
 	json_object_object_add(o, "request_id", json_object_new_string(r->request_id));
 	s = orc_json_str(o, &len);
 	api_req_write(r, (int)a->status, a->status == 503 || a->status == 429 ? "Retry-After: 5\r\n" : NULL,
@@ -86,7 +71,8 @@ static int start_from_checkpoint(struct replay_ctx *c, struct orc_traj_report *r
 		return 0;
 	start = json_object_new_object();
 	json_object_object_add(start, "checkpoint_id", json_object_new_string(ck));
-	json_object_object_add(start, "parent_sandbox_id", json_object_get(orc_json_field(ff, "sandbox_id")));
+	json_object_object_add(start, "parent_sandbox_id",
+			       json_object_get(orc_json_field(ff, "sandbox_id")));
 	json_object_object_add(start, "parent_step", json_object_get(orc_json_field(ff, "step")));
 	if (c->o->image) {
 		why = "an image was given: started from it, without the parent's state";
@@ -130,7 +116,8 @@ static int create_sandbox(struct replay_ctx *c, struct orc_traj_report *rep, con
 	struct api_subreq a = API_SUBREQ_INIT;
 	struct api_subreq_call call;
 	json_object *header = json_object_array_get_idx(t->lines, 0);
-	json_object *body = orc_traj_create_body(orc_json_field(header, "sandbox"), c->o->image, t->sandbox_id);
+	json_object *body = orc_traj_create_body(orc_json_field(header, "sandbox"), c->o->image,
+						 t->sandbox_id);
 	const char *sid;
 	int err;
 
@@ -170,19 +157,9 @@ done:
 static int wait_ready(struct replay_ctx *c, char *why, size_t whylen)
 {
 	struct api_subreq a = API_SUBREQ_INIT;
-	struct api_subreq_call call;
-	char timeout[24];
 	int err;
 
-	snprintf(timeout, sizeof(timeout), "%lld", (long long)c->o->ready_timeout_s);
-	memset(&call, 0, sizeof(call));
-	call.method = "GET";
-	call.path = "/sandboxes/{id}/wait";
-	call.handler = api_sandbox_wait;
-	call.id = c->sid;
-	call.query_key = "timeout";
-	call.query_value = timeout;
-	if ((err = api_subreq_run(&a, c->r, &call)) < 0) {
+	if ((err = api_subreq_wait(&a, c->r, c->sid, c->o->ready_timeout_s)) < 0) {
 		snprintf(why, whylen, "waiting for sandbox %s failed", c->sid);
 		return err;
 	}
@@ -191,7 +168,8 @@ static int wait_ready(struct replay_ctx *c, char *why, size_t whylen)
 		err = 0;
 	else if (a.status == 200)
 		snprintf(why, whylen, "sandbox %s did not become ready (status %s%s%s)", c->sid,
-			 orc_json_str_or(a.json, "status", "?"), orc_json_field(a.json, "status_message") ? ": " : "",
+			 orc_json_str_or(a.json, "status", "?"),
+			 orc_json_field(a.json, "status_message") ? ": " : "",
 			 orc_json_str_or(a.json, "status_message", ""));
 	else
 		snprintf(why, whylen, "sandbox %s did not become ready: %s (HTTP %ld)", c->sid,
@@ -204,7 +182,8 @@ static void delete_sandbox(struct replay_ctx *c)
 {
 	struct api_subreq a = API_SUBREQ_INIT;
 
-	if (call_json(&a, c, "DELETE", "/sandboxes/{id}", api_sandbox_delete, NULL) < 0 || a.status != 200)
+	if (api_subreq_json(&a, c->r, "DELETE", "/sandboxes/{id}", api_sandbox_delete, c->sid, NULL) < 0 ||
+	    a.status != 200)
 		orc_log(ORC_LOG_WARN, "replay: cannot delete its sandbox", "sandbox_id", c->sid, NULL);
 	api_subreq_release(&a);
 }
@@ -228,7 +207,7 @@ static void step_exec(void *ctx, json_object *rec, struct orc_traj_step *s)
 	int64_t timeout;
 
 	body = orc_traj_exec_body(rec, &timeout);
-	if (call_json(&a, c, "POST", "/sandboxes/{id}/exec", api_exec_post, body) < 0) {
+	if (api_subreq_json(&a, c->r, "POST", "/sandboxes/{id}/exec", api_exec_post, c->sid, body) < 0) {
 		orc_traj_refused(s, "exec failed", 0, NULL);
 		goto done;
 	}
@@ -274,7 +253,8 @@ static void step_action(void *ctx, json_object *rec, enum orc_traj_kind kind, js
 	struct replay_ctx *c = ctx;
 	struct api_subreq a = API_SUBREQ_INIT;
 
-	if (call_json(&a, c, "POST", routes[kind].path, routes[kind].handler, body) < 0)
+	if (api_subreq_json(&a, c->r, "POST", routes[kind].path, routes[kind].handler, c->sid,
+			    body) < 0)
 		orc_traj_refused(s, "request failed", 0, NULL);
 	else
 		orc_traj_judge_action(s, rec, a.status, a.json, c->o->compare);

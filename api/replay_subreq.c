@@ -168,3 +168,19 @@ int api_subreq_json(struct api_subreq *out, struct api_req *parent, const char *
 		call.body = orc_json_str(body, &call.body_len);
 	return api_subreq_run(out, parent, &call);
 }
+
+int api_subreq_wait(struct api_subreq *out, struct api_req *parent, const char *id, int64_t timeout_s)
+{
+	struct api_subreq_call call;
+	char timeout[24];
+
+	snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_s);
+	memset(&call, 0, sizeof(call));
+	call.method = "GET";
+	call.path = "/sandboxes/{id}/wait";
+	call.handler = api_sandbox_wait;
+	call.id = id;
+	call.query_key = "timeout";
+	call.query_value = timeout;
+	return api_subreq_run(out, parent, &call);
+}

@@ -670,7 +670,8 @@ json_object *orc_traj_summary(json_object *const *reports, size_t n, enum orc_tr
 		else
 			failed++;
 		for (k = 0; k < ORC_TRAJ_NVERDICT; k++)
-			if ((v = orc_json_field(reports[i], count_names[k])) && json_object_is_type(v, json_type_int))
+			if ((v = orc_json_field(reports[i], count_names[k])) &&
+			    json_object_is_type(v, json_type_int))
 				totals[k] += json_object_get_int64(v);
 	}
 	json_object_object_add(sum, "trajectories", json_object_new_int64((int64_t)n));

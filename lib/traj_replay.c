@@ -22,9 +22,11 @@ static void step_archive(const struct orc_traj_replayer *ops, void *ctx, json_ob
 		return;
 	content = orc_json_field(body, "content");
 	n = content ? (size_t)json_object_get_string_len(content) : 0;
-	if (!content || !json_object_is_type(content, json_type_string) || n > 4 * ((size_t)ORC_TRAJ_ARCHIVE_MAX / 3 + 1) ||
+	if (!content || !json_object_is_type(content, json_type_string) ||
+	    n > 4 * ((size_t)ORC_TRAJ_ARCHIVE_MAX / 3 + 1) ||
 	    orc_base64_decode(&tar, json_object_get_string(content), n) < 0) {
-		orc_traj_refused(s, "the recorded archive content is not valid base64 of at most 1 MiB", 0, NULL);
+		orc_traj_refused(s, "the recorded archive content is not valid base64 of at most 1 MiB",
+				 0, NULL);
 		goto done;
 	}
 	ops->archive(ctx, rec, orc_json_str_or(rec, "path", ""), tar.ptr ? tar.ptr : "", tar.len, s);
