@@ -1,4 +1,5 @@
 #include "sha256.h"
+#include "sha256_impl.h"
 
 #include <string.h>
 
@@ -44,7 +45,7 @@ static void compress_c(uint32_t s[8], const unsigned char *p)
 	s[0] += a; s[1] += b; s[2] += c; s[3] += d; s[4] += e; s[5] += f; s[6] += g; s[7] += h;
 }
 
-static void blocks_c(uint32_t s[8], const unsigned char *p, size_t n)
+void orc_sha256_blocks_c(uint32_t s[8], const unsigned char *p, size_t n)
 {
 	for (; n; n--, p += 64)
 		compress_c(s, p);
@@ -57,7 +58,7 @@ static void blocks_c(uint32_t s[8], const unsigned char *p, size_t n)
 /* The same rounds with the SHA-NI instructions (Intel's layout: the state
  * as ABEF and CDGH, four rounds per pair of sha256rnds2). */
 __attribute__((target("sha,sse4.1")))
-static void blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
+void orc_sha256_blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
 {
 	const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
 	__m128i abef, cdgh, tmp, msg, w[4], abef0, cdgh0;
@@ -94,7 +95,7 @@ static void blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
 
 /* CPUID: SHA is leaf 7 EBX bit 29, SSE4.1 leaf 1 ECX bit 19 (asked
  * directly: not every compiler's __builtin_cpu_supports knows "sha"). */
-static int have_shani(void)
+int orc_sha256_have_shani(void)
 {
 	unsigned a, b, c, d;
 
@@ -103,12 +104,12 @@ static int have_shani(void)
 	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
 }
 #else
-static void blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
+void orc_sha256_blocks_shani(uint32_t s[8], const unsigned char *p, size_t n)
 {
-	blocks_c(s, p, n);
+	orc_sha256_blocks_c(s, p, n);
 }
 
-static int have_shani(void)
+int orc_sha256_have_shani(void)
 {
 	return 0;
 }
@@ -120,11 +121,11 @@ static void blocks(uint32_t s[8], const unsigned char *p, size_t n)
 	static int fast = -1;
 
 	if (fast < 0)
-		fast = have_shani();
+		fast = orc_sha256_have_shani();
 	if (fast)
-		blocks_shani(s, p, n);
+		orc_sha256_blocks_shani(s, p, n);
 	else
-		blocks_c(s, p, n);
+		orc_sha256_blocks_c(s, p, n);
 }
 
 void orc_sha256_init(struct orc_sha256 *h)

@@ -1,10 +1,10 @@
 /*
  * The agent's parsers of outside input: request paths (fsutil.c), modes,
  * tar entry names (tar_name.c), base64 (stream_b64.c) and the PTY frames
- * (pty_proto.c). As with sha256, the agent's sources are not linked into
- * bin/unit-tests, so these files are compiled in here; they need libc,
- * json-c and lib/ only (base64 is lib/base64.c). The fuzz targets (tests/fuzz) check that nothing
- * crashes; these check the answers.
+ * (pty_proto.c). The agent's sources are not linked into bin/unit-tests,
+ * so these files are compiled in here; they need libc, json-c and lib/
+ * only (base64 is lib/base64.c, linked like the rest of lib/). The fuzz
+ * targets (tests/fuzz) check that nothing crashes; these check the answers.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 
 #include "../../agent/fsutil.c"
 #include "../../agent/pty_proto.c"
-#include "../../lib/base64.c"
+#include "base64.h"
 #include "../../agent/tar_name.c"
 #include "unit.h"
 
