@@ -374,7 +374,13 @@ static void run_sync(PGresult **out, struct api_lane_entry *lane, PGresult *clai
 
 static int sink_line(void *arg, const char *s, size_t n)
 {
-	return api_reply_ndjson_line(arg, s, n, 1);
+	struct api_req *r = arg;
+
+	/* a revoked key's stream ends; the job itself runs on (as when the
+	 * client goes) and stays readable by a valid key */
+	if (api_key_revoked(r->key_id))
+		return ORC_EFORBIDDEN;
+	return api_reply_ndjson_line(r, s, n, 1);
 }
 
 static void stream_obj(struct api_req *r, json_object *o)
@@ -407,7 +413,10 @@ static int run_streaming(struct api_req *r, struct api_lane_entry *lane, PGresul
 	stream_obj(r, o);
 	run_sync(&res, lane, claimed, r, x, job_id, &sink);
 	o = json_object_new_object();
-	if (res || (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1)) {
+	if (api_key_revoked(r->key_id)) {
+		json_object_object_add(o, "type", json_object_new_string("error"));
+		json_object_object_add(o, "error", json_object_new_string("the API key was revoked"));
+	} else if (res || (api_job_fetch(&res, r->tenant_id, job_id) == 0 && PQntuples(res) == 1)) {
 		json_object_object_add(o, "type", json_object_new_string("exit"));
 		json_object_object_add(o, "job", api_job_view(res, 0));
 	} else {

@@ -131,6 +131,7 @@ struct upload {
 	struct orc_buf head;        /* the first bytes, for the event */
 	EVP_MD_CTX *sha;            /* sha256 of the stream (archives; NULL for files) */
 	int client_short;           /* the body ended before Content-Length */
+	int revoked;                /* the key was revoked meanwhile (key_revoke.c) */
 	struct orc_buf answer;
 };
 
@@ -142,6 +143,10 @@ static size_t upload_read(char *buf, size_t size, size_t nitems, void *userdata)
 
 	if (u->remaining == 0)
 		return 0;
+	if (api_key_revoked(u->r->key_id)) {
+		u->revoked = 1;
+		return CURL_READFUNC_ABORT;
+	}
 	if (u->remaining > 0 && (uint64_t)u->remaining < want)
 		want = (size_t)u->remaining;
 	if (want > INT_MAX)
@@ -316,6 +321,12 @@ static int raw_upload(struct api_req *r, int is_archive)
 				      "its Content-Length", (unsigned long long)u.sent);
 		goto done;
 	}
+	if (u.revoked) {
+		/* the agent drops an incomplete body too */
+		err = api_reply_error(r, ORC_EFORBIDDEN, "the API key was revoked during the upload; "
+				      "nothing was written");
+		goto done;
+	}
 	if (!status) {
 		err = api_reply_error(r, cc == CURLE_OPERATION_TIMEDOUT ? ORC_ETIMEOUT : API_EAGENT,
 				      "the upload to the agent of sandbox %s failed: %s", r->id,
@@ -431,7 +442,7 @@ static size_t download_write(char *ptr, size_t size, size_t nmemb, void *userdat
 		orc_buf_add(&d->error, ptr, n);   /* an error body past 64 KiB is dropped */
 		return n;
 	}
-	if (d->head_only)
+	if (d->head_only || api_key_revoked(d->r->key_id))
 		return 0;
 	if (FCGX_PutStr(ptr, (int)n, d->r->fcgi->out) != (int)n) {
 		d->client_gone = 1;

@@ -209,6 +209,10 @@ int api_job_stream_get(struct api_req *r)
 						 "cannot read the job's output; reconnect with the offsets you have"));
 			break;
 		}
+		if (api_key_revoked(r->key_id)) {
+			attach_line(&a, line_new("error", "error", "the API key was revoked"));
+			break;
+		}
 		if (orc_mono_ms() - a.last_line_ms >= HEARTBEAT_MS)
 			attach_line(&a, line_new("heartbeat", NULL, NULL));
 		api_waiter_wait(&w, a.last_line_ms + HEARTBEAT_MS);

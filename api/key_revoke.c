@@ -12,6 +12,10 @@
  * (agent/revoke.h). Every replica hears the notification and does the
  * same: the agents' answer is idempotent, the cost is a few small calls
  * per sandbox per replica, and no single replica's death loses it.
+ *
+ * The streams the api itself holds (a streaming exec, GET /jobs/{id}/stream,
+ * raw uploads and the raw downloads it proxies) ask api_key_revoked() as
+ * they go, which the same thread answers from the ids it has looked up.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -26,13 +30,51 @@
 
 #define QUEUE_MAX 256
 #define AGENT_TIMEOUT_MS 5000
+#define REVOKED_MAX 1024     /* ids are never reused; the oldest go first */
+#define KEY_NUM_MAX 24
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	char queue[QUEUE_MAX][ORC_KEY_ID_LEN + 1];
 	unsigned head, len;
+	char revoked[REVOKED_MAX][KEY_NUM_MAX];   /* api_keys.id of revoked keys */
+	unsigned nrevoked;                        /* ever added */
 } Q = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static int revoked_locked(const char *id)
+{
+	unsigned i, n = Q.nrevoked < REVOKED_MAX ? Q.nrevoked : REVOKED_MAX;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(Q.revoked[i], id))
+			return 1;
+	return 0;
+}
+
+int api_key_revoked(const char *id)
+{
+	int r;
+
+	if (!id || !*id || !__atomic_load_n(&Q.nrevoked, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&Q.lock);
+	r = revoked_locked(id);
+	pthread_mutex_unlock(&Q.lock);
+	return r;
+}
+
+static void revoked_add(const char *id)
+{
+	if (strlen(id) >= KEY_NUM_MAX)
+		return;
+	pthread_mutex_lock(&Q.lock);
+	if (!revoked_locked(id)) {
+		memcpy(Q.revoked[Q.nrevoked % REVOKED_MAX], id, strlen(id) + 1);
+		__atomic_add_fetch(&Q.nrevoked, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&Q.lock);
+}
 
 void api_key_revoke_queue(const char *key_id)
 {
@@ -85,13 +127,17 @@ static void revoke_on_agents(const char *key_id)
 		goto fail;
 	err = orc_pg_query(&res, db,
 		"SELECT k.id, s.id, s.agent_address, s.agent_token FROM api_keys k"
-		" JOIN sandboxes s ON s.tenant_id = k.tenant_id"
-		" WHERE k.key_id = $1 AND k.revoked_at IS NOT NULL AND s.state = 'ready'"
-		" AND s.agent_address IS NOT NULL AND s.agent_token IS NOT NULL", 1, params);
+		" LEFT JOIN sandboxes s ON s.tenant_id = k.tenant_id AND s.state = 'ready'"
+		" AND s.agent_address IS NOT NULL AND s.agent_token IS NOT NULL"
+		" WHERE k.key_id = $1 AND k.revoked_at IS NOT NULL", 1, params);
 	orc_pg_pool_release(&api_server.db, db);   /* not held across the agent calls */
 	if (err < 0)
 		goto fail;
+	if (PQntuples(res) > 0)
+		revoked_add(PQgetvalue(res, 0, 0));
 	for (i = 0; i < PQntuples(res); i++) {
+		if (PQgetisnull(res, i, 1))
+			continue;   /* the tenant has no ready sandbox */
 		if (tell_agent(PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 0)) < 0) {
 			orc_log(ORC_LOG_WARN, "cannot tell an agent that a key was revoked", "key_id", key_id,
 				"sandbox_id", PQgetvalue(res, i, 1), NULL);
@@ -99,7 +145,7 @@ static void revoke_on_agents(const char *key_id)
 		}
 	}
 	orc_logf(ORC_LOG_INFO, "key %s revoked on %d agents (%d unreachable)", key_id,
-		 PQntuples(res) - failed, failed);
+		 PQntuples(res) > 0 && !PQgetisnull(res, 0, 1) ? PQntuples(res) - failed : 0, failed);
 	PQclear(res);
 	return;
 fail:

@@ -118,3 +118,49 @@ def test_revoking_a_key_ends_its_pty_sessions(stack, admin):
     finally:
         mine.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
         admin.delete("%s/v1/keys/%s" % (stack.url, kept["id"]))
+
+
+def ndjson(response):
+    for line in response.iter_lines():
+        if line:
+            yield json.loads(line)
+
+
+def test_revoking_a_key_ends_the_streams_the_api_holds_for_it(stack, admin):
+    """A streaming exec and GET /jobs/{id}/stream of the key end with an
+    error line once it is revoked; the job itself runs on, readable by
+    another key of the tenant."""
+    doomed, kept = new_key(stack, admin), new_key(stack, admin)
+    mine, theirs = stack.session(key=kept["key"]), stack.session(key=doomed["key"])
+    sid = stack.new_sandbox(mine)
+    try:
+        r = mine.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid),
+                      json={"command": "sleep 300", "wait": False})
+        assert r.status_code in (200, 202), r.text
+        quiet = r.json()["job_id"]
+        follow = theirs.get("%s/v1/jobs/%s/stream" % (stack.url, quiet), stream=True, timeout=120)
+        assert follow.status_code == 200, follow.text
+        follow_lines = ndjson(follow)
+        assert next(follow_lines)["type"] == "job"
+        ticking = theirs.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), stream=True, timeout=120,
+                              json={"command": "for i in $(seq 150); do echo tick $i; sleep 0.2; done",
+                                    "stream": True})
+        assert ticking.status_code == 200, ticking.text
+        tick_lines = ndjson(ticking)
+        assert next(tick_lines)["type"] == "job"
+        assert next(tick_lines)["type"] == "stdout"     # it runs
+
+        r = admin.delete("%s/v1/keys/%s" % (stack.url, doomed["id"]))
+        assert r.status_code == 200, r.text
+
+        tail = [m for m in follow_lines]       # ends within the requests timeout, or fails
+        assert tail and tail[-1] == {"type": "error", "error": "the API key was revoked"}, tail
+        tail = [m for m in tick_lines]
+        assert tail[-1] == {"type": "error", "error": "the API key was revoked"}, tail[-3:]
+        assert not [m for m in tail if m["type"] == "exit"], tail[-3:]
+        # The jobs are the tenant's still: the other key reads them.
+        r = mine.get("%s/v1/jobs/%s" % (stack.url, quiet))
+        assert r.status_code == 200 and r.json()["status"] in ("queued", "running"), r.text
+    finally:
+        mine.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+        admin.delete("%s/v1/keys/%s" % (stack.url, kept["id"]))
