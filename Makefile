@@ -56,7 +56,7 @@ LIB_A = $(OBJDIR)/liborchard.a
 
 PROGRAMS = $(BINDIR)/orchard-api $(BINDIR)/orchard-controller $(BINDIR)/orchard-watchdog \
 	$(BINDIR)/orchard-agent \
-	$(BINDIR)/orchardctl $(BINDIR)/orchard-admin
+	$(BINDIR)/orchardctl $(BINDIR)/orchard-admin $(BINDIR)/orchard-supervise
 
 api_SRC = $(wildcard api/*.c)
 api_LIBS = -lfcgi $(LIBS_pg) $(call pc,libargon2) $(call pc,libcrypto) $(LIBS_common)
@@ -73,13 +73,17 @@ cli_LIBS = $(call pc,libarchive) -lwslay $(LIBS_common)
 admin_SRC = $(wildcard cli/admin/*.c)
 admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(call pc,libarchive) $(LIBS_common)
 
+# The local stack's supervisor (scripts/stack.sh; docs/operations.md).
+supervise_SRC = $(wildcard supervise/*.c)
+supervise_LIBS = $(LIBS_common)
+
 bench_SRC = $(wildcard bench/*.c)
 bench_LIBS = $(call pc,libcrypto) $(LIBS_common)
 
 UNIT_SRC = $(wildcard tests/unit/*.c)
 UNIT_OBJ = $(UNIT_SRC:%.c=$(OBJDIR)/%.o)
 
-ALL_OBJ = $(LIB_OBJ) $(UNIT_OBJ) $(foreach m,api controller agent cli admin bench,$($(m)_SRC:%.c=$(OBJDIR)/%.o))
+ALL_OBJ = $(LIB_OBJ) $(UNIT_OBJ) $(foreach m,api controller agent cli admin supervise bench,$($(m)_SRC:%.c=$(OBJDIR)/%.o))
 
 all: $(PROGRAMS) ## build every binary into bin/ (bin-san/ with SANITIZE)
 
@@ -108,6 +112,7 @@ $(BINDIR)/orchard-watchdog: controller/watchdog/main.c
 		-static -o $@ $<
 $(eval $(call program,orchardctl,cli))
 $(eval $(call program,orchard-admin,admin))
+$(eval $(call program,orchard-supervise,supervise))
 $(eval $(call program,orchard-bench,bench))
 
 $(BINDIR)/unit-tests: $(UNIT_OBJ) $(LIB_A)

@@ -49,7 +49,7 @@ static long read_pidfile(const char *dir, const char *name)
 	snprintf(path, sizeof(path), "%s/run/%s.pid", dir, name);
 	if (bench_read_small(path, buf, sizeof(buf)) < 0)
 		return -1;
-	buf[strcspn(buf, "\r\n")] = '\0';
+	buf[strcspn(buf, " \r\n")] = '\0';   /* "<pid> <starttime>" (scripts/stack.sh) */
 	if (orc_parse_i64(&v, buf, 1, 1 << 30) < 0)
 		return -1;
 	return (long)v;

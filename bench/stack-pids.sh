@@ -4,7 +4,7 @@
 # sandboxes' process trees), comma-separated, for `perf record -p`.
 set -euo pipefail
 VAR=$(cd "$1" && pwd -P)
-roots=$(cat "$VAR"/run/{postgres,api,controller,nginx}.pid 2>/dev/null | tr -dc '0-9\n')
+roots=$(awk '{ print $1 }' "$VAR"/run/{postgres,api,controller,nginx}.pid 2>/dev/null | tr -dc '0-9\n' || true)
 roots="$roots $(grep -laF -f <(printf '%s\n' "$VAR/sandboxes/") /proc/[0-9]*/cmdline 2>/dev/null |
 	sed -e 's|^/proc/||' -e 's|/cmdline$||' || true)"
 ps -eo pid=,ppid= | awk -v roots="$roots" '

@@ -52,6 +52,7 @@ PGDATA=$VAR/pg
 TLS=$VAR/tls
 NGX=$VAR/nginx
 STATE=$VAR/sandboxes
+SUPERVISE=$VAR/supervise   # the start scripts orchard-supervise runs
 API_SOCKET=$RUN/api.sock
 # nginx's auth subrequests have their own socket (orchard-api's default name).
 API_AUTH_SOCKET=$API_SOCKET.auth
@@ -94,42 +95,40 @@ NGINX_BIN=$(command -v nginx 2>/dev/null || echo /usr/sbin/nginx)
 
 # ---- process bookkeeping -------------------------------------------------
 
-# pid_alive NAME: 0 when <run>/NAME.pid names a live process running the
-# expected program (so a stale pid reused by something else does not count).
+# proc_stat PID: "STATE STARTTIME" of a process (fields 3 and 22 of
+# /proc/PID/stat; the command name before them may hold anything).
+proc_stat() {
+	local stat rest f
+	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+	rest=${stat##*) }
+	read -ra f <<<"$rest"
+	[ "${#f[@]}" -ge 20 ] || return 1
+	echo "${f[0]} ${f[19]}"
+}
+
+# pid_alive NAME: prints the pid when <run>/NAME.pid names a process that
+# is ours and alive. orchard-supervise writes "PID STARTTIME": the start
+# time (clock ticks since boot) must match, so a pid that was reused by
+# any other process (another stack's controller included) does not count,
+# and the command line must name the program. A file without a start time
+# is not trusted.
 pid_alive() {
-	local name=$1 pid exe want
+	local name=$1 pid= start= want state now
 	[ -f "$RUN/$name.pid" ] || return 1
-	pid=$(head -n1 "$RUN/$name.pid" 2>/dev/null | tr -dc 0-9)
-	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
+	read -r pid start _ <"$RUN/$name.pid" 2>/dev/null || true
+	[[ $pid =~ ^[0-9]+$ && $start =~ ^[0-9]+$ ]] || return 1
+	read -r state now < <(proc_stat "$pid") || return 1
+	[ "$now" = "$start" ] && [ "$state" != Z ] && [ "$state" != X ] || return 1
 	case $name in
 	api) want=orchard-api ;;
 	controller) want=orchard-controller ;;
 	nginx) want=nginx ;;
 	postgres) want=postgres ;;
+	supervise) want=orchard-supervise ;;
 	*) return 1 ;;
 	esac
-	exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
-	[[ $exe == *"$want"* ]] || return 1
+	[[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *"$want"* ]] || return 1
 	echo "$pid"
-}
-
-# start_bg NAME LOGFILE CMD...: run CMD in its own session, detached from
-# the terminal and from our stdio, and record its pid. bash starts
-# background commands with SIGINT and SIGQUIT ignored; env restores them so
-# the daemons (and the sandboxes they launch) get normal signal handling.
-start_bg() {
-	local name=$1 logfile=$2
-	shift 2
-	setsid env --default-signal=INT,QUIT "$@" </dev/null >>"$logfile" 2>&1 &
-	local pid=$! i
-	echo "$pid" >"$RUN/$name.pid"
-	# Until it has exec'd, the child is a copy of this shell, which
-	# pid_alive would not recognise.
-	for ((i = 0; i < 100; i++)); do
-		pid_alive "$name" >/dev/null && return 0
-		[ -d "/proc/$pid" ] || return 0
-		sleep 0.02
-	done
 }
 
 # stop_pid NAME SIGNAL GRACE: signal the recorded process, wait up to GRACE
@@ -188,7 +187,7 @@ make_dirs() {
 	# before anything opens them, so nginx (which would create 0644) keeps
 	# 0640; the directory keeps out whatever is recreated later.
 	local f
-	for f in api controller nginx-access nginx-error admin postgres postgres-init; do
+	for f in supervise api controller nginx-access nginx-error admin postgres postgres-init; do
 		touch "$LOG/$f.log"
 	done
 	chmod 0640 "$LOG"/*.log
@@ -243,24 +242,37 @@ host    all        all        ::/0            reject\
 # orchard tcp end' "$hba"
 }
 
-pg_start() {
-	if as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
-		say "postgres already running"
-	else
-		say "starting postgres"
+# pg_up: PostgreSQL running and accepting connections, the database there.
+# Before the supervisor runs, pg_ctl starts it (the supervisor then adopts
+# it: --adopt below); while the supervisor runs, it is the one to start it.
+pg_up() {
+	local sv i
+	if ! as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
 		pg_hba_tcp
-		as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$LOG/postgres.log" -w -t 60 \
-			-o "-c unix_socket_directories=$RUN -c port=$PGPORT -c listen_addresses=${PG_TCP:+127.0.0.1}" \
-			start >/dev/null ||
-			die "PostgreSQL did not start; see $LOG/postgres.log"
+		if sv=$(pid_alive supervise); then
+			say "postgres is down; asking orchard-supervise (pid $sv) to start it"
+			kill -HUP "$sv"
+		else
+			say "starting postgres"
+			as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$LOG/postgres.log" -w -t 60 \
+				-o "-c unix_socket_directories=$RUN -c port=$PGPORT -c listen_addresses=${PG_TCP:+127.0.0.1}" \
+				start >/dev/null ||
+				die "PostgreSQL did not start; see $LOG/postgres.log"
+		fi
 	fi
-	head -n1 "$PGDATA/postmaster.pid" >"$RUN/postgres.pid"
+	for ((i = 0; i < 600; i++)); do
+		"$PGBIN/psql" -h "$RUN" -U orchard -d postgres -XAtqc "SELECT 1" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	[ "$i" -lt 600 ] || die "PostgreSQL does not accept connections; see $LOG/postgres.log"
 	if [ -z "$("$PGBIN/psql" -h "$RUN" -U orchard -d postgres -XAtqc \
 		"SELECT 1 FROM pg_database WHERE datname = 'orchard'")" ]; then
 		"$PGBIN/createdb" -h "$RUN" -U orchard orchard
 	fi
 }
 
+# What is left after the supervisor (or its absence): a postmaster that
+# pg_ctl started.
 pg_stop() {
 	[ -n "$PGBIN" ] || find_pgbin
 	if [ -f "$PGDATA/postmaster.pid" ] &&
@@ -429,14 +441,16 @@ group_alive() {
 
 # A master killed outright (SIGKILL, OOM killer) leaves its workers
 # running with the listening socket, so a new nginx cannot bind and down
-# would not find them. They are in the dead master's process group
-# (start_bg's setsid), whose id no new process can take while it has
-# members: kill whatever is left in it.
+# would not find them. They are in the dead master's process group (the
+# supervisor starts each process in a session of its own), whose id no new
+# process can take while it has members: kill whatever is left in it. (The
+# supervisor does the same when it sees the master die; this is for a
+# master that died while no supervisor ran.)
 nginx_orphans_kill() {
 	local pgid i
 	[ -f "$RUN/nginx.pid" ] || return 0
-	pgid=$(head -n1 "$RUN/nginx.pid" 2>/dev/null | tr -dc 0-9)
-	[ -n "$pgid" ] && pid_dead "$pgid" || return 0
+	read -r pgid _ <"$RUN/nginx.pid" 2>/dev/null || true
+	[[ $pgid =~ ^[0-9]+$ ]] && pid_dead "$pgid" || return 0
 	group_alive "$pgid" || return 0
 	say "killing the workers left by a dead nginx master (process group $pgid)"
 	kill -KILL -- "-$pgid" 2>/dev/null || true
@@ -446,15 +460,16 @@ nginx_orphans_kill() {
 	done
 }
 
-nginx_start() {
-	# daemon off: nginx stays the process start_bg started, in both modes.
+# nginx_prepare: render and check the config; a running nginx re-reads it
+# when it changed. (The supervisor starts nginx with daemon off, so the
+# master is the process it forked.)
+nginx_prepare() {
 	render_nginx off
-	local out
+	local out pid sum
 	out=$(nginx_cmd -t -q 2>&1) || {
 		printf '%s\n' "$out" | tee -a "$LOG/nginx-error.log" >&2
 		die "nginx rejected $NGX/orchard.conf"
 	}
-	local pid sum
 	sum=$(nginx_inputs_sum)
 	if pid=$(pid_alive nginx); then
 		# A reload makes the old workers drop every idle keep-alive
@@ -469,44 +484,16 @@ nginx_start() {
 		printf '%s\n' "$sum" >"$NGX/loaded.sum"
 		return 0
 	fi
+	# A master killed while no supervisor ran left its workers.
 	nginx_orphans_kill
 	printf '%s\n' "$sum" >"$NGX/loaded.sum"
-	say "starting nginx on https://127.0.0.1:$PORT"
-	# nginx writes nginx.pid itself; with daemon off it is the pid we start.
-	start_bg nginx "$LOG/nginx-error.log" "$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" \
-		-e "$LOG/nginx-error.log"
 }
 
 # ---- orchard processes --------------------------------------------------
 
-api_start() {
-	local pid i
-	if pid=$(pid_alive api); then
-		say "orchard-api already running (pid $pid)"
-		return 0
-	fi
-	say "starting orchard-api on $API_SOCKET"
-	rm -f "$API_SOCKET" "$API_AUTH_SOCKET"
-	start_bg api "$LOG/api.log" env ORCHARD_DATABASE_URL="$DB_URL" \
-		ORCHARD_API_SOCKET="$API_SOCKET" ORCHARD_API_AUTH_SOCKET="$API_AUTH_SOCKET" \
-		ORCHARD_API_SOCKET_GROUP="$(id -gn "$NGINX_USER")" ORCHARD_API_PEER_UIDS="$NGINX_USER" \
-		"$BIN/orchard-api"
-	for ((i = 0; i < 100; i++)); do
-		# the api opens its auth socket first
-		[ -S "$API_SOCKET" ] && return 0
-		pid_alive api >/dev/null || break
-		sleep 0.1
-	done
-	tail -n 20 "$LOG/api.log" >&2 || true
-	die "orchard-api did not create $API_SOCKET; see $LOG/api.log"
-}
-
-controller_start() {
-	local pid
-	if pid=$(pid_alive controller); then
-		say "orchard-controller already running (pid $pid)"
-		return 0
-	fi
+# The agent that sandboxes run, installed when no controller runs.
+agent_install() {
+	pid_alive controller >/dev/null && return 0
 	# Sandboxes run as an unprivileged user who may not reach the checkout
 	# (say, under /root); the var dir is checked to be reachable, so the
 	# agent is copied there (atomically: running sandboxes keep theirs).
@@ -525,40 +512,112 @@ controller_start() {
 	mv "$VAR/bin/.orchard-agent.bundle.tmp" "$VAR/bin/orchard-agent.bundle"
 	rm -rf "$VAR/bin/.orchard-agent.bundle.old"
 	mkdir -p "$VAR/images"
-	say "starting orchard-controller (sandboxes in $STATE)"
-	start_bg controller "$LOG/controller.log" env ORCHARD_DATABASE_URL="$DB_URL" \
+}
+
+# write_start NAME LOGFILE CMD...: VAR/supervise/NAME.start, the script
+# orchard-supervise runs to start NAME: it appends its output to LOGFILE
+# and execs CMD, so the supervisor's child is the program itself.
+write_start() {
+	local name=$1 logfile=$2 f=$SUPERVISE/$1.start
+	shift 2
+	{
+		echo "#!/bin/sh"
+		echo "# Written by scripts/stack.sh up; run by orchard-supervise."
+		printf 'exec >>%q 2>&1 </dev/null\n' "$logfile"
+		printf 'exec'
+		printf ' %q' "$@"
+		echo
+	} >"$f.tmp"
+	chmod 0755 "$f.tmp"
+	mv "$f.tmp" "$f"
+}
+
+start_scripts() {
+	local pg
+	mkdir -p "$SUPERVISE"
+	chmod 0755 "$SUPERVISE"
+	pg=("$PGBIN/postgres" -D "$PGDATA" -c "unix_socket_directories=$RUN" -c "port=$PGPORT"
+		-c "listen_addresses=${PG_TCP:+127.0.0.1}")
+	if [ "$ROOT" -eq 1 ]; then
+		# setpriv execs (runuser would stay as the parent).
+		pg=(setpriv --reuid=postgres --regid=postgres --init-groups -- "${pg[@]}")
+	fi
+	write_start postgres "$LOG/postgres.log" "${pg[@]}"
+	write_start api "$LOG/api.log" env ORCHARD_DATABASE_URL="$DB_URL" \
+		ORCHARD_API_SOCKET="$API_SOCKET" ORCHARD_API_AUTH_SOCKET="$API_AUTH_SOCKET" \
+		ORCHARD_API_SOCKET_GROUP="$(id -gn "$NGINX_USER")" ORCHARD_API_PEER_UIDS="$NGINX_USER" \
+		"$BIN/orchard-api"
+	write_start controller "$LOG/controller.log" env ORCHARD_DATABASE_URL="$DB_URL" \
 		ORCHARD_STATE_DIR="$STATE" ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent" \
 		ORCHARD_IMAGE_DIR="$VAR/images" ORCHARD_AGENT_BUNDLE="$VAR/bin/orchard-agent.bundle" \
 		ORCHARD_CONTROLLER_METRICS="$CTL_METRICS" "$BIN/orchard-controller"
+	write_start nginx "$LOG/nginx-error.log" "$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" \
+		-e "$LOG/nginx-error.log"
 }
 
-# gone NAME: NAME's process is not running, seen twice 0.2 s apart (nginx
-# truncates and rewrites its own pid file at start: one empty read is not
-# an exit).
+# supervise_up: orchard-supervise runs (docs/operations.md, "The
+# supervisor"). A running one is told to start whatever is stopped; a new
+# one adopts what still runs (its pid file names that very process) and
+# starts the rest, in this order; down stops them in the reverse order.
+supervise_up() {
+	local pid i
+	if pid=$(pid_alive supervise); then
+		say "orchard-supervise running (pid $pid); starting whatever is stopped"
+		kill -HUP "$pid"
+		return 0
+	fi
+	say "starting orchard-supervise (postgres, orchard-api, orchard-controller, nginx on https://127.0.0.1:$PORT)"
+	# Its own session, detached from the terminal and our stdio. bash
+	# starts background commands with SIGINT and SIGQUIT ignored; env
+	# restores them for the supervisor and so for what it starts.
+	setsid env --default-signal=INT,QUIT "$BIN/orchard-supervise" --run-dir "$RUN" \
+		--component postgres --start "$SUPERVISE/postgres.start" --stop INT --grace 60 --group \
+		--adopt "$PGDATA/postmaster.pid" "$PGDATA" \
+		--component api --start "$SUPERVISE/api.start" --grace 15 --group \
+		--component controller --start "$SUPERVISE/controller.start" --grace 10 \
+		--component nginx --start "$SUPERVISE/nginx.start" --stop QUIT --grace 10 --group \
+		</dev/null >>"$LOG/supervise.log" 2>&1 &
+	pid=$!
+	for ((i = 0; i < 100; i++)); do
+		pid_alive supervise >/dev/null && return 0
+		[ -d "/proc/$pid" ] && ! pid_dead "$pid" || break
+		sleep 0.05
+	done
+	tail -n 20 "$LOG/supervise.log" >&2 || true
+	die "orchard-supervise did not start; see $LOG/supervise.log"
+}
+
+# gone NAME: NAME's process is not running, seen twice 0.2 s apart.
 gone() {
 	pid_alive "$1" >/dev/null && return 1
 	sleep 0.2
 	! pid_alive "$1" >/dev/null
 }
 
+# Every component running (the supervisor has started or adopted it) and
+# /health answering through nginx and the api.
+all_running() {
+	local name
+	for name in postgres api controller nginx; do
+		pid_alive "$name" >/dev/null || return 1
+	done
+}
+
 wait_healthy() {
 	local i
-	for ((i = 0; i < 150; i++)); do
-		if curl -fsS --max-time 2 --cacert "$TLS/ca.crt" \
+	for ((i = 0; i < 300; i++)); do
+		if all_running && curl -fsS --max-time 2 --cacert "$TLS/ca.crt" \
 			"https://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
 			return 0
 		fi
-		gone nginx && {
-			tail -n 20 "$LOG/nginx-error.log" >&2 || true
-			die "nginx exited; see $LOG/nginx-error.log"
-		}
-		gone api && {
-			tail -n 20 "$LOG/api.log" >&2 || true
-			die "orchard-api exited; see $LOG/api.log"
+		gone supervise && {
+			tail -n 20 "$LOG/supervise.log" >&2 || true
+			die "orchard-supervise exited; see $LOG/supervise.log"
 		}
 		sleep 0.2
 	done
-	die "https://127.0.0.1:$PORT/health did not answer in 30 s; see $LOG/"
+	tail -n 20 "$LOG/supervise.log" "$LOG/nginx-error.log" "$LOG/api.log" >&2 || true
+	die "https://127.0.0.1:$PORT/health did not answer in 60 s; see $LOG/ (supervise.log says which process keeps exiting)"
 }
 
 write_env() {
@@ -624,7 +683,7 @@ pick_port() {
 }
 
 cmd_up() {
-	need_bin orchard-admin orchard-api orchard-controller orchard-agent
+	need_bin orchard-admin orchard-api orchard-controller orchard-agent orchard-supervise
 	command -v openssl >/dev/null || die "openssl is missing (run scripts/deps.sh)"
 	command -v curl >/dev/null || die "curl is missing (run scripts/deps.sh)"
 	[ -x "$NGINX_BIN" ] || die "nginx is missing (run scripts/deps.sh)"
@@ -633,13 +692,14 @@ cmd_up() {
 	make_dirs
 	check_traversable
 	pg_init
-	pg_start
+	start_scripts
+	pg_up
 	db_setup
 	grafana_role
 	tls_setup
-	api_start
-	controller_start
-	nginx_start
+	agent_install
+	nginx_prepare
+	supervise_up
 	wait_healthy
 	write_env
 }
@@ -740,12 +800,15 @@ remove_sandbox_cgroups() {
 	done
 }
 
+# The supervisor stops its components (nginx, controller, api, postgres);
+# what it no longer watched (it was killed) is stopped by pid file here.
 cmd_down() {
 	[ -d "$RUN" ] || { say "nothing to stop in $VAR"; return 0; }
+	stop_pid supervise TERM 120
 	nginx_orphans_kill
 	stop_pid nginx QUIT 10
 	stop_pid controller TERM 10
-	stop_pid api TERM 10
+	stop_pid api TERM 15
 	kill_sandboxes
 	remove_sandbox_cgroups
 	if [ -f "$PGDATA/PG_VERSION" ]; then
@@ -756,7 +819,7 @@ cmd_down() {
 
 cmd_status() {
 	local name pid rc=0
-	for name in postgres api controller nginx; do
+	for name in supervise postgres api controller nginx; do
 		if pid=$(pid_alive "$name"); then
 			printf '%-11s running (pid %s)\n' "$name" "$pid"
 		else
@@ -783,17 +846,12 @@ cmd_run() {
 	trap 'cmd_down' EXIT
 	cmd_up
 	what_now
-	say "running in the foreground; Ctrl-C stops everything"
-	local name
-	while :; do
-		for name in api controller nginx postgres; do
-			if ! pid_alive "$name" >/dev/null; then
-				say "$name exited; stopping the rest (see $LOG/)"
-				exit 1
-			fi
-		done
+	say "running in the foreground (orchard-supervise restarts what dies); Ctrl-C stops everything"
+	while pid_alive supervise >/dev/null; do
 		sleep 1
 	done
+	say "orchard-supervise exited; stopping the rest (see $LOG/supervise.log)"
+	exit 1
 }
 
 cmd_nginx_config() {

@@ -64,7 +64,7 @@ def wait_status(stack, s, job_id, statuses, timeout=30):
 
 def api_pid(stack):
     with open(os.path.join(stack.var, "run", "api.pid")) as f:
-        return int(f.read().strip())
+        return int(f.read().split()[0])
 
 
 # ---- 1. runner leases ------------------------------------------------------
@@ -578,7 +578,7 @@ def test_ready_needs_the_database_and_a_leading_controller(stack, admin):
         assert r.status_code == 200, r.text
         assert r.json() == {"status": "ready", "checks": {"database": "ok", "controller": "ok"}}
     with open(os.path.join(stack.var, "run", "controller.pid")) as f:
-        pid = int(f.read().strip())
+        pid = int(f.read().split()[0])
     os.kill(pid, signal.SIGTERM)
     try:
         # (a list: a 503 Response is falsy)

@@ -828,7 +828,7 @@ class K8sStack:
 
     def controller_pid(self):
         with open(os.path.join(self.stack.var, "run", "controller.pid")) as f:
-            return int(f.readline().strip())
+            return int(f.readline().split()[0])
 
     def close(self):
         try:

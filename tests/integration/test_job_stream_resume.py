@@ -188,7 +188,7 @@ def restart_nginx(stack):
     """Drop every client connection: nginx stops (fast shutdown) and the
     stack starts it again."""
     with open(os.path.join(stack.run_dir, "nginx.pid")) as f:
-        pid = int(f.read().strip())
+        pid = int(f.read().split()[0])
     os.kill(pid, signal.SIGTERM)
     stack.wait_for(lambda: not os.path.exists("/proc/%d" % pid), timeout=30, what="nginx gone")
     stack.up()

@@ -324,7 +324,8 @@ def api_wrapper_bin(work, logdir):
     """A bin dir like bin/ whose orchard-api runs under memcheck."""
     d = os.path.join(work, "bin")
     os.makedirs(d)
-    for name in ("orchard-admin", "orchard-controller", "orchard-agent", "orchardctl"):
+    for name in ("orchard-admin", "orchard-controller", "orchard-agent", "orchardctl",
+                 "orchard-supervise"):
         os.symlink(os.path.join(BIN, name), os.path.join(d, name))
     argv = memcheck_argv(os.path.join(logdir, "api.%p.log")) + [os.path.join(BIN, "orchard-api")]
     with open(os.path.join(d, "orchard-api"), "w") as f:
