@@ -14,10 +14,6 @@
  * naming the library. Before any libarchive function. */
 int agent_archive_load(char *msg, size_t msglen);
 
-/* An entry name that stays inside the target directory: not empty, not
- * absolute, no ".." component. 0 or ORC_EINVALID. (tar_name.c) */
-int agent_tar_name_check(const char *name);
-
 /*
  * The expansion bound of PUT /archive (tar_limits.c): at most `bytes` of
  * file data and `entries` entries, and once past `ratio_floor` expanded

@@ -20,12 +20,13 @@
 #include "json.h"
 #include "strutil.h"
 #include "tar.h"
+#include "tar_name.h"
 #include "xalloc.h"
 
 /*
  * PUT /archive: extract a tar stream into a directory as it arrives. MHD
  * pushes the body and libarchive pulls, so the body goes into a pipe that
- * an extraction thread reads. Entries are checked by name (tar_name.c) and
+ * an extraction thread reads. Entries are checked by name (lib/tar_name.c) and
  * against symlinks already on their way in the directory, placed under a
  * staging directory inside the directory's real path, and written with
  * libarchive's SECURE_NODOTDOT and SECURE_SYMLINKS, so an entry cannot land
@@ -112,10 +113,10 @@ static int place(struct tar_in *t, struct archive_entry *e)
 	char *full;
 	int err;
 
-	if (agent_tar_name_check(name) < 0)
+	if (orc_tar_name_check(name) < 0)
 		return t_fail(t, ORC_EINVALID, "entry \"%s\" is outside the target directory",
 			      name ? name : "");
-	if (link && agent_tar_name_check(link) < 0)
+	if (link && orc_tar_name_check(link) < 0)
 		return t_fail(t, ORC_EINVALID, "entry \"%s\" links outside the target directory",
 			      name);
 	if ((err = check_parents(t, name)) < 0)

@@ -3,7 +3,7 @@
  * the answer into a pipe and a thread extracts it with libarchive. The
  * archive comes from a sandbox, which runs untrusted code, so every entry
  * must stay inside the directory: absolute names and ".." are refused by
- * name (cli_tar_name_ok), writing through a symlink by libarchive
+ * name (orc_tar_name_check), writing through a symlink by libarchive
  * (ARCHIVE_EXTRACT_SECURE_SYMLINKS, on the directory's real path so that
  * symlinks above it do not count), and devices, fifos and sockets are
  * refused. The first refusal stops the extraction: what came before it
@@ -24,6 +24,7 @@
 
 #include "archive_copy.h"
 #include "err.h"
+#include "tar_name.h"
 #include "transfer.h"
 #include "xalloc.h"
 
@@ -42,24 +43,6 @@ static void tar_fail(struct cli_tar *t, const char *fmt, ...)
 	va_end(ap);
 }
 
-int cli_tar_name_ok(const char *name)
-{
-	const char *p = name, *slash;
-	size_t n;
-
-	if (!name || !*name || *name == '/')
-		return 0;
-	for (;;) {
-		slash = strchr(p, '/');
-		n = slash ? (size_t)(slash - p) : strlen(p);
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return 0;
-		if (!slash)
-			return 1;
-		p = slash + 1;
-	}
-}
-
 /* Point the entry (and a hard link's target) below t->dir; -1 when it may not go there. */
 static int place_entry(struct cli_tar *t, struct archive_entry *e)
 {
@@ -67,13 +50,13 @@ static int place_entry(struct cli_tar *t, struct archive_entry *e)
 	unsigned type = archive_entry_filetype(e);
 	char *full;
 
-	if (!cli_tar_name_ok(name)) {
+	if (orc_tar_name_check(name) < 0) {
 		tar_fail(t, "refusing entry \"%s\": an absolute name or \"..\" would leave \"%s\"",
 			 name ? name : "", t->dir);
 		return -1;
 	}
 	if (link) {
-		if (!cli_tar_name_ok(link)) {
+		if (orc_tar_name_check(link) < 0) {
 			tar_fail(t, "refusing entry \"%s\": its link target \"%s\" would leave \"%s\"", name, link,
 				 t->dir);
 			return -1;

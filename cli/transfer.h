@@ -125,8 +125,6 @@ int cli_tar_extract_start(struct cli_tar *t, int *write_fd, const char *dir);
 int cli_tar_finish(struct cli_tar *t);
 /* For cli_stream.in_end: the producer's verdict. */
 int cli_tar_in_end(void *arg);
-/* A tar entry name that stays inside its directory. */
-int cli_tar_name_ok(const char *name);
 
 /* ---- remote.c: "ID:PATH" ---- */
 /* Split "ID:PATH" (ID a DNS label); 0, or ORC_EINVALID when arg is a local path. */

@@ -19,6 +19,7 @@
 #include "admin.h"
 #include "archive_copy.h"
 #include "image.h"
+#include "tar_name.h"
 #include "xalloc.h"
 
 #define READ_BLOCK (64 * 1024)
@@ -43,25 +44,6 @@ int img_fill_dir(struct orc_tree_stats *st, int rootfs_fd, const char *src)
 	return 0;
 }
 
-/* A relative name without ".." components ("./x" is fine). */
-static int tar_name_ok(const char *name)
-{
-	const char *p = name, *slash;
-	size_t n;
-
-	if (!name || !*name || *name == '/')
-		return 0;
-	for (;;) {
-		slash = strchr(p, '/');
-		n = slash ? (size_t)(slash - p) : strlen(p);
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return 0;
-		if (!slash)
-			return 1;
-		p = slash + 1;
-	}
-}
-
 /* Put the entry (and a hard link's target) below dir. 1: extract it,
  * 0: skip it (a device, fifo or socket), -1: refuse the whole archive. */
 static int place_entry(struct archive_entry *e, const char *dir, const char *file)
@@ -70,13 +52,13 @@ static int place_entry(struct archive_entry *e, const char *dir, const char *fil
 	unsigned type = archive_entry_filetype(e);
 	char *full;
 
-	if (!tar_name_ok(name)) {
+	if (orc_tar_name_check(name) < 0) {
 		admin_error("\"%s\": refusing entry \"%s\": an absolute name or \"..\" would leave "
 			    "the image root", file, name ? name : "");
 		return -1;
 	}
 	if (link) {
-		if (!tar_name_ok(link)) {
+		if (orc_tar_name_check(link) < 0) {
 			admin_error("\"%s\": refusing entry \"%s\": its link target \"%s\" would leave "
 				    "the image root", file, name, link);
 			return -1;

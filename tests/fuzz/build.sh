@@ -26,7 +26,7 @@ declare -A SRC INC LIBS
 TARGETS=(json quantity utf8 tar_name path b64 git_patch pty_frame exec_request api_create api_exec
 	api_query k8s_event trajectory api_route api_files api_git api_admin api_replay api_params
 	agent_body)
-SRC[tar_name]="agent/tar_name.c agent/fsutil.c";      INC[tar_name]=agent
+SRC[tar_name]="agent/fsutil.c";      INC[tar_name]=agent
 SRC[path]="agent/fsutil.c";                          INC[path]=agent
 SRC[b64]="agent/files_base64.c";                INC[b64]=agent
 # libgit2 is loaded on first use (agent/dl.c); the target loads it as the agent does.

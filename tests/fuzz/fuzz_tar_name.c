@@ -1,6 +1,6 @@
 /*
- * agent_tar_name_check (agent/tar_name.c): the entry names of a tar stream
- * uploaded to PUT /archive.
+ * orc_tar_name_check (lib/tar_name.c): the entry names of a tar stream
+ * uploaded to PUT /archive (and unpacked by orchardctl cp and image import).
  *
  * Properties: an accepted name is not empty, not absolute and has no ".."
  * component (split here independently), and joined to the target
@@ -11,7 +11,7 @@
 
 #include "err.h"
 #include "fsutil.h"
-#include "tar.h"
+#include "tar_name.h"
 
 #define DEST "/workspace/dest"
 
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size > 8192)
 		return 0;
 	name = fuzz_cstr(data, size);
-	ok = agent_tar_name_check(name) == 0;
+	ok = orc_tar_name_check(name) == 0;
 	FUZZ_ASSERT(ok == (name[0] && name[0] != '/' && !has_dotdot(name)));
 	if (ok) {
 		n = strlen(name);

@@ -1,6 +1,6 @@
 /*
  * The agent's parsers of outside input: request paths (fsutil.c), modes,
- * tar entry names (tar_name.c), base64 (stream_b64.c) and the PTY frames
+ * tar entry names (lib/tar_name.c), base64 (stream_b64.c) and the PTY frames
  * (pty_proto.c). The agent's sources are not linked into bin/unit-tests,
  * so these files are compiled in here; they need libc, json-c and lib/
  * only (base64 is lib/base64.c, linked like the rest of lib/). The fuzz
@@ -13,7 +13,7 @@
 #include "../../agent/fsutil.c"
 #include "../../agent/pty_proto.c"
 #include "base64.h"
-#include "../../agent/tar_name.c"
+#include "tar_name.h"
 #include "unit.h"
 
 /* ---- paths --------------------------------------------------------------- */
@@ -87,10 +87,10 @@ static void tar_names_stay_inside(void)
 	size_t i;
 
 	for (i = 0; i < sizeof(good) / sizeof(*good); i++)
-		CHECK(agent_tar_name_check(good[i]) == 0);
+		CHECK(orc_tar_name_check(good[i]) == 0);
 	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
-		CHECK(agent_tar_name_check(bad[i]) == ORC_EINVALID);
-	CHECK(agent_tar_name_check(NULL) == ORC_EINVALID);
+		CHECK(orc_tar_name_check(bad[i]) == ORC_EINVALID);
+	CHECK(orc_tar_name_check(NULL) == ORC_EINVALID);
 }
 
 /* ---- base64 -------------------------------------------------------------- */

@@ -1,12 +1,12 @@
-#include "tar.h"
-
+/*
+ * The tar entry name check (tar_name.h).
+ */
 #include <string.h>
 
 #include "err.h"
+#include "tar_name.h"
 
-/* The first line of defence of PUT /archive; libarchive's SECURE_* flags
- * (symlinks on the way, "..") are the second. */
-int agent_tar_name_check(const char *name)
+int orc_tar_name_check(const char *name)
 {
 	const char *p = name, *end;
 	size_t len;
