@@ -92,11 +92,11 @@ static int check_status(const struct cli_response *r)
 	return ORC_ERROR;
 }
 
-/* ---- upload ---- */
-
-static int put_stream(struct cp *c, const char *route, const char *label, struct cli_stream *s)
+/* PUT s's body (an upload) or, without one, GET into it (a download),
+ * with a progress bar on label; a non-2xx answer is reported. */
+static int transfer(struct cp *c, const char *route, const char *label, struct cli_stream *s)
 {
-	struct cli_request req = { "PUT", route, NULL, NULL, 0, NULL, NULL };
+	struct cli_request req = { s->in_fd >= 0 ? "PUT" : "GET", route, NULL, NULL, 0, NULL, NULL };
 	struct cli_response r = CLI_RESPONSE_INIT;
 	struct cli_progress progress;
 	int err;
@@ -104,12 +104,17 @@ static int put_stream(struct cp *c, const char *route, const char *label, struct
 	cli_progress_init(&progress, label, !c->quiet);
 	s->progress = &progress;
 	err = cli_http_stream(&r, c->cfg, &req, s);
-	cli_progress_end(&progress, s->sent, s->in_size);
+	if (s->in_fd >= 0)
+		cli_progress_end(&progress, s->sent, s->in_size);
+	else
+		cli_progress_end(&progress, s->received, s->file_size);
 	if (err == 0)
 		err = check_status(&r);
 	cli_response_release(&r);
 	return err;
 }
+
+/* ---- upload ---- */
 
 /* A file (or stdin) as the file target; mode NULL keeps an existing file's. */
 static int put_file(struct cp *c, int fd, int64_t size, int rewind, const char *target, const char *mode,
@@ -127,7 +132,7 @@ static int put_file(struct cp *c, int fd, int64_t size, int rewind, const char *
 	s.in_fd = fd;
 	s.in_size = size;
 	s.in_rewind = rewind;
-	err = put_stream(c, orc_buf_cstr(&b), label, &s);
+	err = transfer(c, orc_buf_cstr(&b), label, &s);
 	orc_buf_release(&b);
 	free(route);
 	return err;
@@ -148,7 +153,7 @@ static int put_tar(struct cp *c, int fd, int64_t size, struct cli_tar *producer,
 		s.in_end = cli_tar_in_end;
 		s.in_arg = producer;
 	}
-	err = put_stream(c, route, label, &s);
+	err = transfer(c, route, label, &s);
 	free(route);
 	return err;
 }
@@ -233,23 +238,6 @@ done:
 
 /* ---- download ---- */
 
-static int get_stream(struct cp *c, const char *route, const char *label, struct cli_stream *s)
-{
-	struct cli_request req = { "GET", route, NULL, NULL, 0, NULL, NULL };
-	struct cli_response r = CLI_RESPONSE_INIT;
-	struct cli_progress progress;
-	int err;
-
-	cli_progress_init(&progress, label, !c->quiet);
-	s->progress = &progress;
-	err = cli_http_stream(&r, c->cfg, &req, s);
-	cli_progress_end(&progress, s->received, s->file_size);
-	if (err == 0)
-		err = check_status(&r);
-	cli_response_release(&r);
-	return err;
-}
-
 static int get_to_stdout(struct cp *c, const char *suffix, const char *rpath)
 {
 	struct cli_stream s;
@@ -258,7 +246,7 @@ static int get_to_stdout(struct cp *c, const char *suffix, const char *rpath)
 
 	cli_stream_init(&s);
 	s.out_fd = STDOUT_FILENO;
-	err = get_stream(c, route, "stdout", &s);
+	err = transfer(c, route, "stdout", &s);
 	if (err == ORC_ERROR && s.out_errno)
 		cli_error("writing to stdout failed: %s", strerror(s.out_errno));
 	free(route);
@@ -276,7 +264,7 @@ static int get_dir(struct cp *c, const char *rpath, const char *target, const ch
 		goto done;
 	cli_stream_init(&s);
 	s.out_fd = fd;
-	err = get_stream(c, route, label, &s);
+	err = transfer(c, route, label, &s);
 	close(fd);   /* the end of the stream for the extractor */
 	terr = cli_tar_finish(&t);
 	if (terr < 0 && (err == 0 || s.out_errno)) {
@@ -305,7 +293,7 @@ static int get_file(struct cp *c, const char *rpath, const char *target, const c
 	}
 	cli_stream_init(&s);
 	s.out_fd = fd;
-	err = get_stream(c, route, label, &s);
+	err = transfer(c, route, label, &s);
 	if (err == ORC_ERROR && s.out_errno)
 		cli_error("writing \"%s\" failed: %s", target, strerror(s.out_errno));
 	if (err == 0) {
