@@ -49,24 +49,49 @@ const char tenants_ls_usage[] =
 	"  -o FORMAT      table (default), wide, json, yaml or jsonpath=EXPR\n"
 	"  -q, --quiet    names only\n";
 
+#define QUOTA_HELP \
+	"  --max-sandboxes N           live sandboxes at once\n" \
+	"  --max-cpu CPU               cpu of one sandbox (2, 0.5, 500m)\n" \
+	"  --max-memory MEM            memory of one sandbox (512Mi, 4Gi)\n" \
+	"  --max-total-cpu CPU         cpu of its live sandboxes together\n" \
+	"  --max-total-memory MEM      memory of its live sandboxes together\n" \
+	"  --max-queued N              sandboxes waiting for capacity at once\n" \
+	"  --max-creates-per-minute N  sandboxes created in any 60 seconds\n"
+
 const char tenants_create_usage[] =
-	"usage: orchardctl tenants create NAME [--max-sandboxes N] [--max-cpu CPU]\n"
-	"                                      [--max-memory MEM] [-o FORMAT]\n"
+	"usage: orchardctl tenants create NAME [--max-... QUOTA]... [-o FORMAT]\n"
 	"\n"
 	"Create a tenant (NAME is a DNS label). Quotas not given are unlimited.\n"
 	"\n"
-	"  --max-sandboxes N  live sandboxes at once\n"
-	"  --max-cpu CPU      cpu of one sandbox (2, 0.5, 500m)\n"
-	"  --max-memory MEM   memory of one sandbox (512Mi, 4Gi)\n";
+	QUOTA_HELP;
 
 const char tenants_set_usage[] =
-	"usage: orchardctl tenants set NAME [--max-sandboxes N|none] [--max-cpu CPU|none]\n"
-	"                                   [--max-memory MEM|none] [-o FORMAT]\n"
+	"usage: orchardctl tenants set NAME [--max-... QUOTA|none]... [-o FORMAT]\n"
 	"\n"
 	"Change a tenant's quotas; `none` removes one. Quotas not given stay.\n"
-	"Running sandboxes are never touched by a lower quota.\n";
+	"Running sandboxes are never touched by a lower quota.\n"
+	"\n"
+	QUOTA_HELP;
 
-enum { OPT_TENANT = CLI_OPT_FIRST_FREE, OPT_MAX_SB, OPT_MAX_CPU, OPT_MAX_MEM };
+enum { OPT_TENANT = CLI_OPT_FIRST_FREE, OPT_MAX_SB, OPT_MAX_CPU, OPT_MAX_MEM, OPT_MAX_TOTAL_CPU,
+       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE };
+
+/* The quota options, OPT_MAX_SB onwards: the field and how its value reads
+ * ('n' a count, 'c' cpu, 'm' memory). */
+static const struct {
+	const char *flag, *field;
+	int kind;
+} quota_opts[] = {
+	{ "max-sandboxes", "max_sandboxes", 'n' },
+	{ "max-cpu", "max_cpu_millis", 'c' },
+	{ "max-memory", "max_memory_bytes", 'm' },
+	{ "max-total-cpu", "max_total_cpu_millis", 'c' },
+	{ "max-total-memory", "max_total_memory_bytes", 'm' },
+	{ "max-queued", "max_queued", 'n' },
+	{ "max-creates-per-minute", "max_creates_per_minute", 'n' },
+};
+_Static_assert(sizeof(quota_opts) / sizeof(*quota_opts) == OPT_MAX_RATE - OPT_MAX_SB + 1,
+	       "one quota_opts entry per quota option");
 
 const struct option keys_ls_opts[] = {
 	CLI_COMMON_OPTIONS,
@@ -86,6 +111,10 @@ const struct option tenants_set_opts[] = {
 	{ "max-sandboxes", required_argument, NULL, OPT_MAX_SB },
 	{ "max-cpu", required_argument, NULL, OPT_MAX_CPU },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEM },
+	{ "max-total-cpu", required_argument, NULL, OPT_MAX_TOTAL_CPU },
+	{ "max-total-memory", required_argument, NULL, OPT_MAX_TOTAL_MEM },
+	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
+	{ "max-creates-per-minute", required_argument, NULL, OPT_MAX_RATE },
 	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
@@ -263,20 +292,19 @@ int cmd_keys_revoke(struct cli_config *cfg, int argc, char **argv)
 static int quota_option(json_object *body, int opt, const char *arg, int none_ok, const char *usage,
 			const char *name)
 {
-	static const char *const fields[] = { "max_sandboxes", "max_cpu_millis", "max_memory_bytes" };
-	const char *field = fields[opt - OPT_MAX_SB];
+	int kind = quota_opts[opt - OPT_MAX_SB].kind;
+	const char *field = quota_opts[opt - OPT_MAX_SB].field;
 	int64_t v;
 
 	if (none_ok && !strcmp(arg, "none")) {
 		json_object_object_add(body, field, NULL);
 		return 0;
 	}
-	if ((opt == OPT_MAX_SB && orc_parse_i64(&v, arg, 0, 1000000) < 0) ||
-	    (opt == OPT_MAX_CPU && (orc_parse_cpu(&v, arg) < 0 || v < 1)) ||
-	    (opt == OPT_MAX_MEM && (orc_parse_memory(&v, arg) < 0 || v < 1)))
-		return cli_usage_error(usage, "%s: invalid --%s \"%s\"%s", name,
-				       opt == OPT_MAX_SB ? "max-sandboxes" : opt == OPT_MAX_CPU ? "max-cpu" :
-				       "max-memory", arg, none_ok ? " (a quantity or none)" : "");
+	if ((kind == 'n' && orc_parse_i64(&v, arg, 0, 1000000) < 0) ||
+	    (kind == 'c' && (orc_parse_cpu(&v, arg) < 0 || v < 1)) ||
+	    (kind == 'm' && (orc_parse_memory(&v, arg) < 0 || v < 1)))
+		return cli_usage_error(usage, "%s: invalid --%s \"%s\"%s", name, quota_opts[opt - OPT_MAX_SB].flag,
+				       arg, none_ok ? " (a quantity or none)" : "");
 	json_object_object_add(body, field, json_object_new_int64(v));
 	return 0;
 }
@@ -296,7 +324,7 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 		if (opt == 'o') {
 			if ((rc = cli_output_arg(&output, optarg, name, usage, 0)) != 0)
 				goto done;
-		} else if (opt >= OPT_MAX_SB && opt <= OPT_MAX_MEM) {
+		} else if (opt >= OPT_MAX_SB && opt <= OPT_MAX_RATE) {
 			if ((rc = quota_option(body, opt, optarg, !create, usage, name)) != 0)
 				goto done;
 		} else if (cli_common_option(cfg, opt, optarg) < 0) {

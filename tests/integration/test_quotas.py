@@ -134,3 +134,17 @@ def test_each_429_names_its_quota(st, quota):
     delete_all(st, s, [x[0] for x in st.psql(
         "SELECT s.id FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id WHERE t.name = '%s'"
         " AND s.state IN ('pending', 'ready')" % name)])
+
+
+def test_orchardctl_tenants_sets_the_new_quotas(st):
+    r = st.orchardctl("tenants", "create", "q-cli", "--max-total-cpu", "2", "--max-queued", "5",
+                      "-o", "json")
+    assert r.returncode == 0, r.stderr
+    r = st.orchardctl("tenants", "set", "q-cli", "--max-total-memory", "1Gi",
+                      "--max-creates-per-minute", "30", "--max-queued", "none", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    t = st.session().get(st.url + "/v1/tenants/q-cli").json()
+    assert (t["max_total_cpu_millis"], t["max_total_memory_bytes"], t["max_queued"],
+            t["max_creates_per_minute"]) == (2000, 1 << 30, None, 30), t
+    r = st.orchardctl("tenants", "set", "q-cli", "--max-queued", "lots")
+    assert r.returncode == 125 and 'invalid --max-queued "lots"' in r.stderr, r.stderr
