@@ -106,31 +106,26 @@ static int find_batch(PGresult **out, struct api_req *r, const char *batch_key)
 }
 
 /*
- * Lock the tenant's row (as quota.c does) and check max_sandboxes for count
- * more. cpu and memory per sandbox are the checkpoint's, checked when its
- * source was created.
+ * The tenant's quotas (quota.c) for count more sandboxes of the
+ * checkpoint's size, all or none. A checkpoint that is not the tenant's
+ * is left to the insert, which then writes nothing (ORC_ENOTFOUND).
  */
-static int quota_count(PGconn *db, int64_t tenant_id, int64_t count, char *msg, size_t msglen)
+static int quota_count(long *retry_out, PGconn *db, int64_t tenant_id, const char *ckpt,
+		       int64_t count, char *msg, size_t msglen)
 {
 	char tenant[24];
-	const char *params[1] = { tenant };
+	const char *params[2] = { ckpt, tenant };
 	PGresult *res = NULL;
-	int64_t max, live;
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
-	if ((err = orc_pg_query(&res, db, "SELECT t.name, t.max_sandboxes, (SELECT count(*) FROM"
-				" sandboxes s WHERE s.tenant_id = t.id AND s.state IN ('pending', 'ready'))"
-				" FROM tenants t WHERE t.id = $1 FOR NO KEY UPDATE OF t", 1, params)) < 0)
+	if ((err = orc_pg_query(&res, db, "SELECT cpu_millis, memory_bytes FROM checkpoints"
+				" WHERE id = $1 AND tenant_id = $2::bigint", 2, params)) < 0)
 		return err;
-	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 1) &&
-	    orc_parse_i64(&max, PQgetvalue(res, 0, 1), 0, INT64_MAX) == 0 &&
-	    orc_parse_i64(&live, PQgetvalue(res, 0, 2), 0, INT64_MAX) == 0 && live + count > max) {
-		snprintf(msg, msglen, "quota exceeded: max_sandboxes of tenant \"%s\" is %lld and it has "
-			 "%lld live sandboxes; a fork of %lld does not fit", PQgetvalue(res, 0, 0),
-			 (long long)max, (long long)live, (long long)count);
-		err = ORC_EQUOTA;
-	}
+	if (PQntuples(res) == 1)
+		err = api_quota_check(retry_out, db, tenant_id, (int)count,
+				      strtoll(PQgetvalue(res, 0, 0), NULL, 10),
+				      strtoll(PQgetvalue(res, 0, 1), NULL, 10), msg, msglen);
 	PQclear(res);
 	return err;
 }
@@ -152,7 +147,7 @@ static const char fork_sql_fmt[] =
 	"  'forked_from', s.forked_from, 'labels', s.labels), $9::bigint, nullif($11, '') FROM s)"
 	" SELECT %s FROM s JOIN tenants t ON t.id = s.tenant_id ORDER BY s.idempotency_key, s.id";
 
-static int fork_insert(PGresult **out, PGconn *db, struct api_req *r, const char *ckpt,
+static int fork_insert(PGresult **out, long *retry_out, PGconn *db, struct api_req *r, const char *ckpt,
 		       const struct fork_req *f, char *msg, size_t msglen)
 {
 	struct orc_pg_array ids = ORC_PG_ARRAY_INIT, tokens = ORC_PG_ARRAY_INIT;
@@ -185,7 +180,7 @@ static int fork_insert(PGresult **out, PGconn *db, struct api_req *r, const char
 	params[10] = r->request_id;
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
-	if ((err = quota_count(db, r->tenant_id, f->count, msg, msglen)) < 0 ||
+	if ((err = quota_count(retry_out, db, r->tenant_id, ckpt, f->count, msg, msglen)) < 0 ||
 	    (err = orc_pg_query(&res, db, sql, 11, params)) < 0)
 		goto fail;
 	if (PQntuples(res) != f->count) {
@@ -230,12 +225,13 @@ static int fork_from(struct api_req *r, const char *ckpt, const struct fork_req 
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	char msg[512] = "";
+	long retry = 0;
 	int err, attempt;
 
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	for (attempt = 0; attempt < FORK_ATTEMPTS; attempt++) {
-		err = fork_insert(&res, db, r, ckpt, f, msg, sizeof(msg));
+		err = fork_insert(&res, &retry, db, r, ckpt, f, msg, sizeof(msg));
 		if (err != ORC_ECONFLICT)
 			break;
 		/* A concurrent retry with our key won, or a generated id was taken. */
@@ -246,7 +242,7 @@ static int fork_from(struct api_req *r, const char *ckpt, const struct fork_req 
 	}
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == ORC_EQUOTA)
-		return api_reply_error(r, err, "%s", msg);
+		return api_reply_quota(r, retry, msg);
 	if (err == ORC_ENOTFOUND)
 		return api_reply_error(r, err, "checkpoint %s not found (or not ready)", ckpt);
 	if (err < 0)

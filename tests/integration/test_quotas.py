@@ -148,3 +148,20 @@ def test_orchardctl_tenants_sets_the_new_quotas(st):
             t["max_creates_per_minute"]) == (2000, 1 << 30, None, 30), t
     r = st.orchardctl("tenants", "set", "q-cli", "--max-queued", "lots")
     assert r.returncode == 125 and 'invalid --max-queued "lots"' in r.stderr, r.stderr
+
+
+def test_forks_count_against_the_same_quotas(st):
+    import rollout_helpers
+    s = tenant(st, "q-fork", max_total_cpu_millis=300)
+    parent = create(st, s)
+    assert parent.status_code == 200, parent.text
+    pid = parent.json()["sandbox_id"]
+    st.wait_ready(s, pid)
+    ck = rollout_helpers.checkpoint(st, s, pid)
+    st.wait_for(lambda: s.get("%s/v1/checkpoints/%s" % (st.url, ck["id"])).json()["state"] == "ready",
+                timeout=120, what="the checkpoint")
+    r = s.post("%s/v1/checkpoints/%s/fork" % (st.url, ck["id"]), json={"count": 3})
+    refused(st, r, "max_total_cpu_millis", "q-fork", 1)
+    r = s.post("%s/v1/checkpoints/%s/fork" % (st.url, ck["id"]), json={"count": 2})
+    assert r.status_code == 200, r.text
+    delete_all(st, s, [pid] + r.json()["sandbox_ids"])
