@@ -22,6 +22,7 @@
 #include "buf.h"
 #include "err.h"
 #include "json.h"
+#include "pg_json.h"
 #include "sha256.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -96,26 +97,19 @@ struct quota_patch {
 	char value[NQUOTAS][24];       /* "" = null: no quota */
 };
 
-static json_object *col_int(PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	return json_object_new_int64(strtoll(PQgetvalue(res, row, col), NULL, 10));
-}
-
 static json_object *tenant_view(PGresult *res, int row)
 {
 	json_object *o = json_object_new_object(), *usage = json_object_new_object();
 	size_t i;
 
-	json_object_object_add(o, "id", col_int(res, row, T_ID));
+	json_object_object_add(o, "id", api_col_int(res, row, T_ID));
 	json_object_object_add(o, "name", json_object_new_string(PQgetvalue(res, row, T_NAME)));
 	for (i = 0; i < NQUOTAS; i++)
-		json_object_object_add(o, quotas[i].field, col_int(res, row, T_QUOTAS + (int)i));
+		json_object_object_add(o, quotas[i].field, api_col_int(res, row, T_QUOTAS + (int)i));
 	json_object_object_add(o, "created_at", json_object_new_string(PQgetvalue(res, row, T_CREATED)));
-	json_object_object_add(usage, "sandboxes", col_int(res, row, T_LIVE));
-	json_object_object_add(usage, "cpu_millis", col_int(res, row, T_CPU));
-	json_object_object_add(usage, "memory_bytes", col_int(res, row, T_MEM));
+	json_object_object_add(usage, "sandboxes", api_col_int(res, row, T_LIVE));
+	json_object_object_add(usage, "cpu_millis", api_col_int(res, row, T_CPU));
+	json_object_object_add(usage, "memory_bytes", api_col_int(res, row, T_MEM));
 	json_object_object_add(o, "usage", usage);
 	return o;
 }

@@ -23,6 +23,7 @@
 #include "err.h"
 #include "json.h"
 #include "log.h"
+#include "pg_json.h"
 #include "strutil.h"
 #include "validate.h"
 #include "xalloc.h"
@@ -83,65 +84,7 @@ static void stream_error(struct traj_stream *t, int err, const char *what)
 		"detail", what, NULL);
 }
 
-/* ---- columns to JSON --------------------------------------------------- */
-
-static json_object *col_str(PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	return orc_json_new_text(PQgetvalue(res, row, col), (size_t)PQgetlength(res, row, col));
-}
-
-static json_object *col_int(PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	return json_object_new_int64(strtoll(PQgetvalue(res, row, col), NULL, 10));
-}
-
-static json_object *col_bool(PGresult *res, int row, int col)
-{
-	return json_object_new_boolean(!PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't');
-}
-
-/* float8 with PostgreSQL's exact digits, as the job object has them. */
-static json_object *col_float(PGresult *res, int row, int col)
-{
-	const char *v;
-
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	v = PQgetvalue(res, row, col);
-	return json_object_new_double_s(strtod(v, NULL), v);
-}
-
-/* jsonb written by us; an object (never NULL) when asked for one. */
-static json_object *col_json(PGresult *res, int row, int col, int want_object)
-{
-	json_object *o = PQgetisnull(res, row, col) ? NULL : json_tokener_parse(PQgetvalue(res, row, col));
-
-	if (want_object && (!o || !json_object_is_type(o, json_type_object))) {
-		json_object_put(o);
-		o = json_object_new_object();
-	}
-	return o;
-}
-
-/* bytea (text format) as a JSON string, invalid UTF-8 replaced. */
-static json_object *col_bytes(PGresult *res, int row, int col)
-{
-	unsigned char *b;
-	json_object *o;
-	size_t n = 0;
-
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	if (!(b = PQunescapeBytea((const unsigned char *)PQgetvalue(res, row, col), &n)))
-		return json_object_new_string("");
-	o = orc_json_new_text((const char *)b, n);
-	PQfreemem(b);
-	return o;
-}
+/* ---- lines ------------------------------------------------------------ */
 
 static json_object *line_new(struct traj_stream *t, const char *type)
 {
@@ -192,29 +135,29 @@ static json_object *header_line(struct traj_stream *t, PGresult *h)
 
 	json_object_object_add(o, "format", json_object_new_string(TRAJ_FORMAT));
 	json_object_object_add(o, "version", json_object_new_int(TRAJ_VERSION));
-	json_object_object_add(o, "exported_at", col_str(h, 0, H_NOW));
+	json_object_object_add(o, "exported_at", api_col_str(h, 0, H_NOW));
 	json_object_object_add(o, "content", json_object_new_boolean(t->include_content));
-	json_object_object_add(sb, "sandbox_id", col_str(h, 0, H_ID));
-	json_object_object_add(sb, "namespace", col_str(h, 0, H_NAMESPACE));
-	json_object_object_add(sb, "image", col_str(h, 0, H_IMAGE));
-	json_object_object_add(sb, "cpu", col_str(h, 0, H_CPU));
-	json_object_object_add(sb, "memory", col_str(h, 0, H_MEMORY));
-	json_object_object_add(sb, "block_network", col_bool(h, 0, H_BLOCK_NET));
-	json_object_object_add(sb, "env", col_json(h, 0, H_ENV, 1));
-	json_object_object_add(sb, "workdir", col_str(h, 0, H_WORKDIR));
-	json_object_object_add(sb, "labels", col_json(h, 0, H_LABELS, 1));
-	json_object_object_add(sb, "timeout", col_int(h, 0, H_TIMEOUT));
-	json_object_object_add(sb, "ttl_seconds", col_int(h, 0, H_TTL));
-	json_object_object_add(sb, "idle_timeout_seconds", col_int(h, 0, H_IDLE));
-	json_object_object_add(sb, "driver", col_str(h, 0, H_DRIVER));
-	json_object_object_add(sb, "created_at", col_str(h, 0, H_CREATED));
-	json_object_object_add(sb, "ready_at", col_str(h, 0, H_READY));
+	json_object_object_add(sb, "sandbox_id", api_col_str(h, 0, H_ID));
+	json_object_object_add(sb, "namespace", api_col_str(h, 0, H_NAMESPACE));
+	json_object_object_add(sb, "image", api_col_str(h, 0, H_IMAGE));
+	json_object_object_add(sb, "cpu", api_col_str(h, 0, H_CPU));
+	json_object_object_add(sb, "memory", api_col_str(h, 0, H_MEMORY));
+	json_object_object_add(sb, "block_network", api_col_bool(h, 0, H_BLOCK_NET));
+	json_object_object_add(sb, "env", api_col_json_object(h, 0, H_ENV));
+	json_object_object_add(sb, "workdir", api_col_str(h, 0, H_WORKDIR));
+	json_object_object_add(sb, "labels", api_col_json_object(h, 0, H_LABELS));
+	json_object_object_add(sb, "timeout", api_col_int(h, 0, H_TIMEOUT));
+	json_object_object_add(sb, "ttl_seconds", api_col_int(h, 0, H_TTL));
+	json_object_object_add(sb, "idle_timeout_seconds", api_col_int(h, 0, H_IDLE));
+	json_object_object_add(sb, "driver", api_col_str(h, 0, H_DRIVER));
+	json_object_object_add(sb, "created_at", api_col_str(h, 0, H_CREATED));
+	json_object_object_add(sb, "ready_at", api_col_str(h, 0, H_READY));
 	json_object_object_add(o, "sandbox", sb);
 	if (!PQgetisnull(h, 0, H_FORKED_FROM)) {
 		json_object *f = json_object_new_object();
-		json_object_object_add(f, "checkpoint_id", col_str(h, 0, H_FORKED_FROM));
-		json_object_object_add(f, "sandbox_id", col_str(h, 0, H_FORK_SOURCE));
-		json_object_object_add(f, "step", col_int(h, 0, H_FORK_STEP));
+		json_object_object_add(f, "checkpoint_id", api_col_str(h, 0, H_FORKED_FROM));
+		json_object_object_add(f, "sandbox_id", api_col_str(h, 0, H_FORK_SOURCE));
+		json_object_object_add(f, "step", api_col_int(h, 0, H_FORK_STEP));
 		json_object_object_add(o, "forked_from", f);
 	}
 	return o;
@@ -224,9 +167,9 @@ static json_object *end_line(struct traj_stream *t, PGresult *h)
 {
 	json_object *o = line_new(t, "end");
 
-	json_object_object_add(o, "state", col_str(h, 0, H_STATE));
-	json_object_object_add(o, "status_message", col_str(h, 0, H_MESSAGE));
-	json_object_object_add(o, "deleted_at", col_str(h, 0, H_DELETED));
+	json_object_object_add(o, "state", api_col_str(h, 0, H_STATE));
+	json_object_object_add(o, "status_message", api_col_str(h, 0, H_MESSAGE));
+	json_object_object_add(o, "deleted_at", api_col_str(h, 0, H_DELETED));
 	json_object_object_add(o, "steps", json_object_new_int64(t->steps));
 	return o;
 }
@@ -283,10 +226,10 @@ static int exec_outputs(json_object *o, const char *job_id)
 	if ((err = query(&res, "SELECT stdin, stdout, stderr FROM jobs WHERE id = $1", 1, params)) < 0)
 		return err;
 	if (PQntuples(res) == 1) {
-		if ((in = col_bytes(res, 0, 0)))
+		if ((in = api_col_bytea(res, 0, 0)))
 			json_object_object_add(o, "stdin", in);
-		json_object_object_add(o, "stdout", col_bytes(res, 0, 1));
-		json_object_object_add(o, "stderr", col_bytes(res, 0, 2));
+		json_object_object_add(o, "stdout", api_col_bytea(res, 0, 1));
+		json_object_object_add(o, "stderr", api_col_bytea(res, 0, 2));
 	}
 	PQclear(res);
 	return 0;
@@ -300,7 +243,7 @@ static void step_checkpoint(json_object *o, PGresult *b, int i)
 
 	if (PQgetisnull(b, i, E_CKPT_ID))
 		return;
-	json_object_object_add(o, "checkpoint_id", col_str(b, i, E_CKPT_ID));
+	json_object_object_add(o, "checkpoint_id", api_col_str(b, i, E_CKPT_ID));
 	if (!strcmp(state, "deleting") || !strcmp(state, "deleted"))
 		json_object_object_add(o, "checkpoint_expired", json_object_new_boolean(1));
 	else if (!strcmp(state, "failed"))
@@ -313,31 +256,31 @@ static int exec_line(json_object **out, struct traj_stream *t, PGresult *b, int 
 	int err;
 
 	json_object_object_add(o, "step", json_object_new_int64(++t->steps));
-	json_object_object_add(o, "job_id", col_str(b, i, E_JOB_ID));
-	json_object_object_add(o, "at", col_float(b, i, E_AT));
-	json_object_object_add(o, "command", col_json(b, i, E_COMMAND, 0));
-	json_object_object_add(o, "cwd", col_str(b, i, E_CWD));
-	json_object_object_add(o, "env", col_json(b, i, E_ENV, 1));
-	json_object_object_add(o, "login_shell", col_bool(b, i, E_LOGIN));
-	json_object_object_add(o, "timeout_seconds", col_int(b, i, E_TIMEOUT));
+	json_object_object_add(o, "job_id", api_col_str(b, i, E_JOB_ID));
+	json_object_object_add(o, "at", api_col_float(b, i, E_AT));
+	json_object_object_add(o, "command", api_col_json(b, i, E_COMMAND));
+	json_object_object_add(o, "cwd", api_col_str(b, i, E_CWD));
+	json_object_object_add(o, "env", api_col_json_object(b, i, E_ENV));
+	json_object_object_add(o, "login_shell", api_col_bool(b, i, E_LOGIN));
+	json_object_object_add(o, "timeout_seconds", api_col_int(b, i, E_TIMEOUT));
 	if ((err = exec_outputs(o, PQgetvalue(b, i, E_JOB_ID))) < 0) {
 		json_object_put(o);
 		return err;
 	}
-	json_object_object_add(o, "status", col_str(b, i, E_STATUS));
-	json_object_object_add(o, "exit_code", col_int(b, i, E_EXIT));
-	json_object_object_add(o, "timed_out", col_bool(b, i, E_TIMED_OUT));
-	json_object_object_add(o, "signal", col_int(b, i, E_SIGNAL));
-	json_object_object_add(o, "error", col_str(b, i, E_ERROR));
-	json_object_object_add(o, "failure", col_str(b, i, E_FAILURE));
-	json_object_object_add(o, "stdout_bytes", col_int(b, i, E_OUT_BYTES));
-	json_object_object_add(o, "stderr_bytes", col_int(b, i, E_ERR_BYTES));
-	json_object_object_add(o, "stdout_truncated", col_bool(b, i, E_OUT_TRUNC));
-	json_object_object_add(o, "stderr_truncated", col_bool(b, i, E_ERR_TRUNC));
-	json_object_object_add(o, "created_at", col_float(b, i, E_CREATED));
-	json_object_object_add(o, "started_at", col_float(b, i, E_STARTED));
-	json_object_object_add(o, "completed_at", col_float(b, i, E_COMPLETED));
-	json_object_object_add(o, "duration_seconds", col_float(b, i, E_DURATION));
+	json_object_object_add(o, "status", api_col_str(b, i, E_STATUS));
+	json_object_object_add(o, "exit_code", api_col_int(b, i, E_EXIT));
+	json_object_object_add(o, "timed_out", api_col_bool(b, i, E_TIMED_OUT));
+	json_object_object_add(o, "signal", api_col_int(b, i, E_SIGNAL));
+	json_object_object_add(o, "error", api_col_str(b, i, E_ERROR));
+	json_object_object_add(o, "failure", api_col_str(b, i, E_FAILURE));
+	json_object_object_add(o, "stdout_bytes", api_col_int(b, i, E_OUT_BYTES));
+	json_object_object_add(o, "stderr_bytes", api_col_int(b, i, E_ERR_BYTES));
+	json_object_object_add(o, "stdout_truncated", api_col_bool(b, i, E_OUT_TRUNC));
+	json_object_object_add(o, "stderr_truncated", api_col_bool(b, i, E_ERR_TRUNC));
+	json_object_object_add(o, "created_at", api_col_float(b, i, E_CREATED));
+	json_object_object_add(o, "started_at", api_col_float(b, i, E_STARTED));
+	json_object_object_add(o, "completed_at", api_col_float(b, i, E_COMPLETED));
+	json_object_object_add(o, "duration_seconds", api_col_float(b, i, E_DURATION));
 	step_checkpoint(o, b, i);
 	*out = o;
 	return 0;
@@ -353,7 +296,7 @@ static int event_content(json_object *o, const char *event_id)
 	if ((err = query(&res, "SELECT data->>'content' FROM events WHERE id = $1::bigint", 1, params)) < 0)
 		return err;
 	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-		json_object_object_add(o, "content", col_str(res, 0, 0));
+		json_object_object_add(o, "content", api_col_str(res, 0, 0));
 	PQclear(res);
 	return 0;
 }
@@ -362,13 +305,13 @@ static int event_content(json_object *o, const char *event_id)
  * our fields; the uploads say whether their bytes were kept. */
 static int action_line(json_object **out, struct traj_stream *t, PGresult *b, int i)
 {
-	json_object *data = col_json(b, i, E_DATA, 1), *o = line_new(t, PQgetvalue(b, i, E_KIND));
+	json_object *data = api_col_json_object(b, i, E_DATA), *o = line_new(t, PQgetvalue(b, i, E_KIND));
 	int recorded = PQgetvalue(b, i, E_HAS_CONTENT)[0] == 't', err;
 
 	json_object_object_add(o, "step", json_object_new_int64(++t->steps));
-	json_object_object_add(o, "at", col_float(b, i, E_AT));
+	json_object_object_add(o, "at", api_col_float(b, i, E_AT));
 	if (!PQgetisnull(b, i, E_JOB_ID))
-		json_object_object_add(o, "job_id", col_str(b, i, E_JOB_ID));
+		json_object_object_add(o, "job_id", api_col_str(b, i, E_JOB_ID));
 	json_object_object_foreach(data, k, v) {
 		if (!json_object_object_get_ex(o, k, NULL))
 			json_object_object_add(o, k, json_object_get(v));
@@ -395,14 +338,14 @@ static json_object *event_line(struct traj_stream *t, PGresult *b, int i)
 
 	if (!strcmp(kind, "sandbox.delete")) {
 		o = line_new(t, "delete");
-		json_object_object_add(o, "at", col_float(b, i, E_AT));
+		json_object_object_add(o, "at", api_col_float(b, i, E_AT));
 		return o;
 	}
 	if (!strcmp(kind, "evaluate")) {
 		/* POST /sandboxes/{id}/evaluate: the data (fork, checkpoint, job) as fields */
-		json_object *data = col_json(b, i, E_DATA, 1);
+		json_object *data = api_col_json_object(b, i, E_DATA);
 		o = line_new(t, "evaluate");
-		json_object_object_add(o, "at", col_float(b, i, E_AT));
+		json_object_object_add(o, "at", api_col_float(b, i, E_AT));
 		json_object_object_foreach(data, k, v) {
 			if (!json_object_object_get_ex(o, k, NULL))
 				json_object_object_add(o, k, json_object_get(v));
@@ -411,11 +354,11 @@ static json_object *event_line(struct traj_stream *t, PGresult *b, int i)
 		return o;
 	}
 	o = line_new(t, "event");
-	json_object_object_add(o, "kind", col_str(b, i, E_KIND));
-	json_object_object_add(o, "at", col_float(b, i, E_AT));
+	json_object_object_add(o, "kind", api_col_str(b, i, E_KIND));
+	json_object_object_add(o, "at", api_col_float(b, i, E_AT));
 	if (!PQgetisnull(b, i, E_JOB_ID))
-		json_object_object_add(o, "job_id", col_str(b, i, E_JOB_ID));
-	json_object_object_add(o, "data", col_json(b, i, E_DATA, 1));
+		json_object_object_add(o, "job_id", api_col_str(b, i, E_JOB_ID));
+	json_object_object_add(o, "data", api_col_json_object(b, i, E_DATA));
 	return o;
 }
 

@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "json.h"
+#include "pg_json.h"
 
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 #define EPOCH(col) "extract(epoch FROM " col ")::float8"
@@ -68,133 +69,85 @@ const char *api_sandbox_status(const char *state)
 	return "deleted"; /* deleting, deleted: only seen on an idempotent replay */
 }
 
-static json_object *col_str(PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	return json_object_new_string(PQgetvalue(res, row, col));
-}
-
-static json_object *col_int(PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	return json_object_new_int64(strtoll(PQgetvalue(res, row, col), NULL, 10));
-}
-
-static json_object *col_bool(PGresult *res, int row, int col)
-{
-	return json_object_new_boolean(!PQgetisnull(res, row, col) &&
-				       PQgetvalue(res, row, col)[0] == 't');
-}
-
-/* A float8 column as a JSON number, keeping PostgreSQL's exact digits. */
-static json_object *col_float(PGresult *res, int row, int col)
-{
-	const char *v;
-
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	v = PQgetvalue(res, row, col);
-	return json_object_new_double_s(strtod(v, NULL), v);
-}
-
-/* A jsonb column (trusted: written by us). */
-static json_object *col_json(PGresult *res, int row, int col)
-{
-	if (PQgetisnull(res, row, col))
-		return NULL;
-	return json_tokener_parse(PQgetvalue(res, row, col));
-}
-
-/* A bytea column (text format, hex) as a JSON string; "" when NULL. */
-static json_object *col_text_bytes(PGresult *res, int row, int col)
-{
-	unsigned char *bytes;
-	json_object *o;
-	size_t n = 0;
-
-	if (PQgetisnull(res, row, col))
-		return json_object_new_string("");
-	bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, row, col), &n);
-	if (!bytes)
-		return json_object_new_string("");
-	o = orc_json_new_text((const char *)bytes, n);
-	PQfreemem(bytes);
-	return o;
-}
-
 json_object *api_sandbox_view(PGresult *res, int row)
 {
 	json_object *o = json_object_new_object();
 	const char *state = PQgetvalue(res, row, S_STATE);
-	json_object *labels = col_json(res, row, S_LABELS), *env = col_json(res, row, S_ENV);
+	json_object *labels = api_col_json(res, row, S_LABELS), *env = api_col_json(res, row, S_ENV);
 
-	json_object_object_add(o, "sandbox_id", col_str(res, row, S_ID));
-	json_object_object_add(o, "namespace", col_str(res, row, S_NAMESPACE));
-	json_object_object_add(o, "image", col_str(res, row, S_IMAGE));
+	json_object_object_add(o, "sandbox_id", api_col_str(res, row, S_ID));
+	json_object_object_add(o, "namespace", api_col_str(res, row, S_NAMESPACE));
+	json_object_object_add(o, "image", api_col_str(res, row, S_IMAGE));
 	json_object_object_add(o, "pod_name", PQgetisnull(res, row, S_POD)
-			       ? json_object_new_string("") : col_str(res, row, S_POD));
-	json_object_object_add(o, "block_network", col_bool(res, row, S_BLOCK_NET));
-	json_object_object_add(o, "cpu", col_str(res, row, S_CPU));
-	json_object_object_add(o, "memory", col_str(res, row, S_MEMORY));
-	json_object_object_add(o, "timeout", col_int(res, row, S_TIMEOUT));
-	json_object_object_add(o, "created_at", col_float(res, row, S_CREATED));
-	json_object_object_add(o, "created_at_iso", col_str(res, row, S_CREATED_ISO));
+			       ? json_object_new_string("") : api_col_str(res, row, S_POD));
+	json_object_object_add(o, "block_network", api_col_bool(res, row, S_BLOCK_NET));
+	json_object_object_add(o, "cpu", api_col_str(res, row, S_CPU));
+	json_object_object_add(o, "memory", api_col_str(res, row, S_MEMORY));
+	json_object_object_add(o, "timeout", api_col_int(res, row, S_TIMEOUT));
+	json_object_object_add(o, "created_at", api_col_float(res, row, S_CREATED));
+	json_object_object_add(o, "created_at_iso", api_col_str(res, row, S_CREATED_ISO));
 	json_object_object_add(o, "ready", json_object_new_boolean(!strcmp(state, "ready")));
 	json_object_object_add(o, "status", json_object_new_string(api_sandbox_status(state)));
 	json_object_object_add(o, "status_message", PQgetisnull(res, row, S_MESSAGE)
-			       ? json_object_new_string("") : col_str(res, row, S_MESSAGE));
+			       ? json_object_new_string("") : api_col_str(res, row, S_MESSAGE));
 	json_object_object_add(o, "labels", labels ? labels : json_object_new_object());
 	json_object_object_add(o, "env", env ? env : json_object_new_object());
-	json_object_object_add(o, "workdir", col_str(res, row, S_WORKDIR));
-	json_object_object_add(o, "ttl_seconds", col_int(res, row, S_TTL));
-	json_object_object_add(o, "idle_timeout_seconds", col_int(res, row, S_IDLE));
-	json_object_object_add(o, "ready_at", col_str(res, row, S_READY_AT));
-	json_object_object_add(o, "last_heartbeat_at", col_str(res, row, S_HEARTBEAT));
-	json_object_object_add(o, "driver", col_str(res, row, S_DRIVER));
-	json_object_object_add(o, "forked_from", col_str(res, row, S_FORKED_FROM));
-	json_object_object_add(o, "paused", col_bool(res, row, S_PAUSED));
+	json_object_object_add(o, "workdir", api_col_str(res, row, S_WORKDIR));
+	json_object_object_add(o, "ttl_seconds", api_col_int(res, row, S_TTL));
+	json_object_object_add(o, "idle_timeout_seconds", api_col_int(res, row, S_IDLE));
+	json_object_object_add(o, "ready_at", api_col_str(res, row, S_READY_AT));
+	json_object_object_add(o, "last_heartbeat_at", api_col_str(res, row, S_HEARTBEAT));
+	json_object_object_add(o, "driver", api_col_str(res, row, S_DRIVER));
+	json_object_object_add(o, "forked_from", api_col_str(res, row, S_FORKED_FROM));
+	json_object_object_add(o, "paused", api_col_bool(res, row, S_PAUSED));
 	/* sql/migrations/023_failure_class.sql: set only on a failed sandbox */
-	json_object_object_add(o, "failure", col_str(res, row, S_FAILURE));
+	json_object_object_add(o, "failure", api_col_str(res, row, S_FAILURE));
 	/* Admission (docs/controller.md): queued until the controller admits
 	 * it; the position is null until the controller has seen the row. */
-	json_object_object_add(o, "queued", col_bool(res, row, S_QUEUED));
-	json_object_object_add(o, "queue_position", col_int(res, row, S_QUEUE_POSITION));
-	json_object_object_add(o, "queue_reason", col_str(res, row, S_QUEUE_REASON));
+	json_object_object_add(o, "queued", api_col_bool(res, row, S_QUEUED));
+	json_object_object_add(o, "queue_position", api_col_int(res, row, S_QUEUE_POSITION));
+	json_object_object_add(o, "queue_reason", api_col_str(res, row, S_QUEUE_REASON));
 	return o;
+}
+
+/* A job's stdout or stderr (bytea): "" rather than null. */
+static json_object *text_bytes(PGresult *res, int row, int col)
+{
+	json_object *o = api_col_bytea(res, row, col);
+
+	return o ? o : json_object_new_string("");
 }
 
 json_object *api_job_view(PGresult *res, int row)
 {
 	json_object *o = json_object_new_object();
 
-	json_object_object_add(o, "job_id", col_str(res, row, J_ID));
-	json_object_object_add(o, "sandbox_id", col_str(res, row, J_SANDBOX));
-	json_object_object_add(o, "command", col_json(res, row, J_COMMAND));
-	json_object_object_add(o, "status", col_str(res, row, J_STATUS));
-	json_object_object_add(o, "stdout", col_text_bytes(res, row, J_STDOUT));
-	json_object_object_add(o, "stderr", col_text_bytes(res, row, J_STDERR));
-	json_object_object_add(o, "exit_code", col_int(res, row, J_EXIT));
-	json_object_object_add(o, "created_at", col_float(res, row, J_CREATED));
-	json_object_object_add(o, "started_at", col_float(res, row, J_STARTED));
-	json_object_object_add(o, "completed_at", col_float(res, row, J_COMPLETED));
-	json_object_object_add(o, "error", col_str(res, row, J_ERROR));
-	json_object_object_add(o, "timed_out", col_bool(res, row, J_TIMED_OUT));
-	json_object_object_add(o, "signal", col_int(res, row, J_SIGNAL));
-	json_object_object_add(o, "stdout_bytes", col_int(res, row, J_STDOUT_BYTES));
-	json_object_object_add(o, "stderr_bytes", col_int(res, row, J_STDERR_BYTES));
-	json_object_object_add(o, "stdout_truncated", col_bool(res, row, J_STDOUT_TRUNC));
-	json_object_object_add(o, "stderr_truncated", col_bool(res, row, J_STDERR_TRUNC));
-	json_object_object_add(o, "kind", col_str(res, row, J_KIND));
-	json_object_object_add(o, "cwd", col_str(res, row, J_CWD));
-	json_object_object_add(o, "timeout_seconds", col_int(res, row, J_TIMEOUT));
-	json_object_object_add(o, "seq", col_int(res, row, J_SEQ));
-	json_object_object_add(o, "serial", col_bool(res, row, J_SERIAL));
+	json_object_object_add(o, "job_id", api_col_str(res, row, J_ID));
+	json_object_object_add(o, "sandbox_id", api_col_str(res, row, J_SANDBOX));
+	json_object_object_add(o, "command", api_col_json(res, row, J_COMMAND));
+	json_object_object_add(o, "status", api_col_str(res, row, J_STATUS));
+	json_object_object_add(o, "stdout", text_bytes(res, row, J_STDOUT));
+	json_object_object_add(o, "stderr", text_bytes(res, row, J_STDERR));
+	json_object_object_add(o, "exit_code", api_col_int(res, row, J_EXIT));
+	json_object_object_add(o, "created_at", api_col_float(res, row, J_CREATED));
+	json_object_object_add(o, "started_at", api_col_float(res, row, J_STARTED));
+	json_object_object_add(o, "completed_at", api_col_float(res, row, J_COMPLETED));
+	json_object_object_add(o, "error", api_col_str(res, row, J_ERROR));
+	json_object_object_add(o, "timed_out", api_col_bool(res, row, J_TIMED_OUT));
+	json_object_object_add(o, "signal", api_col_int(res, row, J_SIGNAL));
+	json_object_object_add(o, "stdout_bytes", api_col_int(res, row, J_STDOUT_BYTES));
+	json_object_object_add(o, "stderr_bytes", api_col_int(res, row, J_STDERR_BYTES));
+	json_object_object_add(o, "stdout_truncated", api_col_bool(res, row, J_STDOUT_TRUNC));
+	json_object_object_add(o, "stderr_truncated", api_col_bool(res, row, J_STDERR_TRUNC));
+	json_object_object_add(o, "kind", api_col_str(res, row, J_KIND));
+	json_object_object_add(o, "cwd", api_col_str(res, row, J_CWD));
+	json_object_object_add(o, "timeout_seconds", api_col_int(res, row, J_TIMEOUT));
+	json_object_object_add(o, "seq", api_col_int(res, row, J_SEQ));
+	json_object_object_add(o, "serial", api_col_bool(res, row, J_SERIAL));
 	json_object_object_add(o, "max_output_bytes", PQgetisnull(res, row, J_MAX_OUTPUT) ?
-			       json_object_new_int64(API_OUTPUT_DEFAULT) : col_int(res, row, J_MAX_OUTPUT));
+			       json_object_new_int64(API_OUTPUT_DEFAULT) : api_col_int(res, row, J_MAX_OUTPUT));
 	/* what ended a failed job (sql/migrations/023_failure_class.sql) */
-	json_object_object_add(o, "failure", col_str(res, row, J_FAILURE));
+	json_object_object_add(o, "failure", api_col_str(res, row, J_FAILURE));
 	return o;
 }
 
