@@ -321,6 +321,8 @@ void api_auth_flush_touches(PGconn *c);
  * (the listener queues each revoked key_id; one thread tells the agents). */
 int api_key_revoke_start(void);
 void api_key_revoke_queue(const char *key_id);
+/* The listener (re)connected: queue the keys revoked in the last hour. */
+void api_key_revoke_recent(PGconn *c);
 /* 1 when the key with api_keys.id id (a request's key_id) has been revoked
  * since this process started: a long stream it holds ends. */
 int api_key_revoked(const char *id);

@@ -153,6 +153,23 @@ fail:
 		"open", "key_id", key_id, NULL);
 }
 
+void api_key_revoke_recent(PGconn *c)
+{
+	PGresult *res = NULL;
+	int i;
+
+	/* Revocations while the listener was away sent their notification
+	 * to nobody: tell the agents again (they ignore a repeat). */
+	if (orc_pg_query(&res, c, "SELECT key_id FROM api_keys WHERE revoked_at > now() - interval"
+			 " '1 hour' ORDER BY revoked_at DESC LIMIT 64", 0, NULL) < 0) {
+		orc_log(ORC_LOG_WARN, "cannot read the recently revoked keys", NULL);
+		return;
+	}
+	for (i = 0; i < PQntuples(res); i++)
+		api_key_revoke_queue(PQgetvalue(res, i, 0));
+	PQclear(res);
+}
+
 static void *revoke_main(void *arg)
 {
 	char key_id[ORC_KEY_ID_LEN + 1];

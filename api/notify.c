@@ -204,6 +204,7 @@ static void *listener_main(void *arg)
 			/* Anything may have changed while we were not listening. */
 			api_auth_evict_all();
 			bump_epoch();
+			api_key_revoke_recent(c);
 			orc_log(ORC_LOG_INFO, "listening for notifications", NULL);
 		}
 		api_auth_flush_touches(c);

@@ -10,10 +10,13 @@ ours.
 import base64
 import json
 import struct
+import subprocess
 import time
 
 import pytest
 import websocket  # python3-websocket
+
+from stack import PSQL
 
 TENANT = "revoke-t"
 
@@ -161,6 +164,53 @@ def test_revoking_a_key_ends_the_streams_the_api_holds_for_it(stack, admin):
         # The jobs are the tenant's still: the other key reads them.
         r = mine.get("%s/v1/jobs/%s" % (stack.url, quiet))
         assert r.status_code == 200 and r.json()["status"] in ("queued", "running"), r.text
+    finally:
+        mine.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+        admin.delete("%s/v1/keys/%s" % (stack.url, kept["id"]))
+
+
+def test_a_revocation_the_listener_missed_still_ends_the_sessions(stack, admin):
+    """The api's notification connection is cut and the key revoked before
+    it is back (one transaction): on reconnecting the api tells the agents
+    of the keys revoked meanwhile."""
+    doomed, kept = new_key(stack, admin), new_key(stack, admin)
+    mine = stack.session(key=kept["key"])
+    sid = stack.new_sandbox(mine)
+    try:
+        ws = open_shell(stack, sid, doomed["key"])
+        # The listener cannot come back (no new connections to the
+        # database) until the key is revoked on a connection opened before;
+        # only the listener runs these queries (pool connections never LISTEN).
+        def psql(db, *sql):
+            r = subprocess.run([PSQL, stack.database_url.replace("dbname=orchard", "dbname=" + db),
+                                "-XAtq", "-v", "ON_ERROR_STOP=1"] + [a for q in sql for a in ("-c", q)],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            return r.stdout.split()
+        held = subprocess.Popen([PSQL, stack.database_url, "-XAtq", "-v", "ON_ERROR_STOP=1"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            held.stdin.write("SELECT 'held';\n")
+            held.stdin.flush()
+            assert held.stdout.readline().strip() == "held"
+            psql("postgres", "ALTER DATABASE orchard ALLOW_CONNECTIONS false")
+            cut = psql("postgres", "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))"
+                       " FROM pg_stat_activity WHERE datname = 'orchard' AND"
+                       " (query = 'LISTEN orchard_job_output'"
+                       " OR query LIKE 'UPDATE api_keys SET last_used_at%')")
+            assert cut == ["1"], cut      # the listener's connection was cut
+            time.sleep(1)
+            held.stdin.write("UPDATE api_keys SET revoked_at = now() WHERE id = %d;\n" % doomed["id"])
+            held.stdin.close()
+            assert held.wait(timeout=60) == 0
+        finally:
+            psql("postgres", "ALTER DATABASE orchard ALLOW_CONNECTIONS true")
+            if held.poll() is None:
+                held.kill()
+                held.wait()
+        code = closed_within(ws, 90)
+        assert code in (None, 1008), code
+        ws.close()
     finally:
         mine.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
         admin.delete("%s/v1/keys/%s" % (stack.url, kept["id"]))
