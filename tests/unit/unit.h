@@ -41,4 +41,5 @@ extern const struct unit_test rmtree_tests[];
 extern const struct unit_test pgarray_tests[];
 extern const struct unit_test ws_accept_tests[];
 extern const struct unit_test log_tests[];
+extern const struct unit_test procstat_tests[];
 #endif
