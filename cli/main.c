@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 
 #include "cli.h"
+#include "cmdline.h"
 #include "err.h"
 #include "log.h"
 #include "transfer.h"
@@ -138,20 +139,6 @@ const struct cli_cmd *cli_find_cmd(const struct cli_cmd *table, const char *name
 	return NULL;
 }
 
-/* CMD --help / -h anywhere before "--". */
-static int wants_help(int argc, char **argv)
-{
-	int i;
-
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			return 0;
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-			return 1;
-	}
-	return 0;
-}
-
 static int main_usage_error(void)
 {
 	fputc('\n', stderr);
@@ -181,7 +168,7 @@ static int dispatch(struct cli_config *cfg, int argc, char **argv)
 		argc--;
 		argv++;
 	}
-	if (c->fn != cmd_help && wants_help(argc, argv)) {
+	if (c->fn != cmd_help && orc_wants_help(argc, argv)) {
 		cli_print_help(stdout, c);
 		return CLI_OK;
 	}

@@ -48,8 +48,6 @@ int admin_query(PGresult **out, struct admin_ctx *ctx, const char *sql, int npar
 /* Run a command table's sub-command: argv[0] is the group name. */
 int admin_dispatch(struct admin_ctx *ctx, const struct admin_cmd *table, const char *group_usage,
 		   int argc, char **argv);
-/* argv has --help or -h before any "--": print usage on stdout. */
-int admin_wants_help(int argc, char **argv);
 
 int cmd_migrate(struct admin_ctx *ctx, int argc, char **argv);
 int cmd_tenant(struct admin_ctx *ctx, int argc, char **argv);

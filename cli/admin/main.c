@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "cmdline.h"
 #include "err.h"
 #include "log.h"
 
@@ -100,19 +101,6 @@ int admin_bad_option(const char *usage)
 	return ADMIN_USAGE;
 }
 
-int admin_wants_help(int argc, char **argv)
-{
-	int i;
-
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			return 0;
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-			return 1;
-	}
-	return 0;
-}
-
 int admin_dispatch(struct admin_ctx *ctx, const struct admin_cmd *table, const char *group_usage,
 		   int argc, char **argv)
 {
@@ -130,7 +118,7 @@ int admin_dispatch(struct admin_ctx *ctx, const struct admin_cmd *table, const c
 	c = find_cmd(table, n, argv[1]);
 	if (!c)
 		return admin_usage_error(group_usage, "%s: unknown sub-command \"%s\"", argv[0], argv[1]);
-	if (admin_wants_help(argc - 1, argv + 1)) {
+	if (orc_wants_help(argc - 1, argv + 1)) {
 		fputs(c->usage, stdout);
 		return ADMIN_OK;
 	}
@@ -232,7 +220,7 @@ int main(int argc, char **argv)
 	if (!c)
 		return admin_usage_error(main_usage, "unknown command \"%s\"", argv[optind]);
 	if (c->fn != cmd_help && c->fn != cmd_tenant && c->fn != cmd_key &&
-	    admin_wants_help(argc - optind, argv + optind)) {
+	    orc_wants_help(argc - optind, argv + optind)) {
 		fputs(c->usage, stdout);
 		return ADMIN_OK;
 	}
