@@ -9,9 +9,6 @@
  * for a whole one.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,20 +19,7 @@
 #include "transfer.h"
 #include "xalloc.h"
 
-#define PIPE_SIZE (1 << 20)
 #define DATA_CHUNK (64 * 1024)
-
-static void tar_fail(struct cli_tar *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tar_fail(struct cli_tar *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (t->msg[0])
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->msg, sizeof(t->msg), fmt, ap);
-	va_end(ap);
-}
 
 /* Copy one regular file's data; 0 or -1 with the message set. */
 static int copy_data(struct cli_tar *t, struct archive *disk, struct archive *out, const char *path)
@@ -46,12 +30,12 @@ static int copy_data(struct cli_tar *t, struct archive *disk, struct archive *ou
 
 	while ((n = archive_read_data(disk, buf, DATA_CHUNK)) > 0)
 		if (archive_write_data(out, buf, (size_t)n) < 0) {
-			tar_fail(t, "writing the tar stream failed: %s", archive_error_string(out));
+			cli_tar_fail(t, "writing the tar stream failed: %s", archive_error_string(out));
 			rc = -1;
 			break;
 		}
 	if (n < 0) {
-		tar_fail(t, "cannot read \"%s\": %s", path, archive_error_string(disk));
+		cli_tar_fail(t, "cannot read \"%s\": %s", path, archive_error_string(disk));
 		rc = -1;
 	}
 	free(buf);
@@ -73,16 +57,16 @@ static int walk(struct cli_tar *t, struct archive *disk, struct archive *out)
 			break;
 		path = archive_entry_pathname(e);
 		if (r != ARCHIVE_OK) {
-			tar_fail(t, "cannot read \"%s\": %s", path ? path : t->dir, archive_error_string(disk));
+			cli_tar_fail(t, "cannot read \"%s\": %s", path ? path : t->dir, archive_error_string(disk));
 			goto done;
 		}
 		type = archive_entry_filetype(e);
 		if (type == AE_IFDIR && archive_read_disk_descend(disk) != ARCHIVE_OK) {
-			tar_fail(t, "cannot read \"%s\": %s", path, archive_error_string(disk));
+			cli_tar_fail(t, "cannot read \"%s\": %s", path, archive_error_string(disk));
 			goto done;
 		}
 		if (!path || strncmp(path, t->dir, root)) {
-			tar_fail(t, "unexpected path \"%s\" under \"%s\"", path ? path : "", t->dir);
+			cli_tar_fail(t, "unexpected path \"%s\" under \"%s\"", path ? path : "", t->dir);
 			goto done;
 		}
 		for (name = path + root; *name == '/'; name++)
@@ -97,7 +81,7 @@ static int walk(struct cli_tar *t, struct archive *disk, struct archive *out)
 		rel = xstrdup(name);
 		archive_entry_copy_pathname(e, rel);
 		if (archive_write_header(out, e) != ARCHIVE_OK) {
-			tar_fail(t, "cannot add \"%s\" to the tar stream: %s", path, archive_error_string(out));
+			cli_tar_fail(t, "cannot add \"%s\" to the tar stream: %s", path, archive_error_string(out));
 			goto done;
 		}
 		if (type == AE_IFREG && copy_data(t, disk, out, path) < 0)
@@ -118,7 +102,7 @@ static void *create_main(void *arg)
 	int ok = 0;
 
 	if (!disk || !out) {
-		tar_fail(t, "libarchive: out of memory");
+		cli_tar_fail(t, "libarchive: out of memory");
 		goto done;
 	}
 	archive_read_disk_set_symlink_physical(disk);
@@ -127,17 +111,17 @@ static void *create_main(void *arg)
 	archive_write_set_bytes_in_last_block(out, 1);
 	if (archive_write_set_format_pax_restricted(out) != ARCHIVE_OK ||
 	    archive_write_open_fd(out, t->fd) != ARCHIVE_OK) {
-		tar_fail(t, "cannot start the tar stream: %s", archive_error_string(out));
+		cli_tar_fail(t, "cannot start the tar stream: %s", archive_error_string(out));
 		goto done;
 	}
 	if (archive_read_disk_open(disk, t->dir) != ARCHIVE_OK) {
-		tar_fail(t, "cannot read \"%s\": %s", t->dir, archive_error_string(disk));
+		cli_tar_fail(t, "cannot read \"%s\": %s", t->dir, archive_error_string(disk));
 		goto done;
 	}
 	if (walk(t, disk, out) < 0)
 		goto done;
 	if (archive_write_close(out) != ARCHIVE_OK) {
-		tar_fail(t, "writing the tar stream failed: %s", archive_error_string(out));
+		cli_tar_fail(t, "writing the tar stream failed: %s", archive_error_string(out));
 		goto done;
 	}
 	ok = 1;
@@ -156,53 +140,16 @@ done:
 
 int cli_tar_create_start(struct cli_tar *t, int *read_fd, const char *dir)
 {
-	int fds[2];
 	size_t len;
+	int err;
 
 	memset(t, 0, sizeof(*t));
-	t->fd = -1;
-	signal(SIGPIPE, SIG_IGN);
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		cli_error("pipe() failed: %s", strerror(errno));
-		return ORC_ERROR;
-	}
-	(void)fcntl(fds[1], F_SETPIPE_SZ, PIPE_SIZE);
 	t->dir = xstrdup(dir);
 	for (len = strlen(t->dir); len > 1 && t->dir[len - 1] == '/'; len--)
 		t->dir[len - 1] = '\0';
-	t->fd = fds[1];
-	if ((errno = pthread_create(&t->thread, NULL, create_main, t)) != 0) {
-		cli_error("pthread_create() failed: %s", strerror(errno));
-		close(fds[0]);
-		close(fds[1]);
+	if ((err = cli_tar_thread_start(t, read_fd, 1, create_main)) < 0) {
 		free(t->dir);
 		t->dir = NULL;
-		return ORC_ERROR;
 	}
-	t->started = 1;
-	*read_fd = fds[0];
-	return 0;
-}
-
-int cli_tar_in_end(void *arg)
-{
-	struct cli_tar *t = arg;
-
-	return __atomic_load_n(&t->failed, __ATOMIC_SEQ_CST) ? ORC_ERROR : 0;
-}
-
-int cli_tar_finish(struct cli_tar *t)
-{
-	int failed = 0;
-
-	if (t->started) {
-		pthread_join(t->thread, NULL);
-		t->started = 0;
-		failed = t->failed;
-	}
-	free(t->dir);
-	t->dir = NULL;
-	if (failed && !t->msg[0])
-		snprintf(t->msg, sizeof(t->msg), "the tar stream failed");
-	return failed ? ORC_ERROR : 0;
+	return err;
 }

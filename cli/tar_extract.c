@@ -10,10 +10,7 @@
  * stays, and the transfer is cut (the pipe closes).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +25,7 @@
 #include "transfer.h"
 #include "xalloc.h"
 
-#define PIPE_SIZE (1 << 20)
 #define READ_BLOCK (64 * 1024)
-
-static void tar_fail(struct cli_tar *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tar_fail(struct cli_tar *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (t->msg[0])
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->msg, sizeof(t->msg), fmt, ap);
-	va_end(ap);
-}
 
 /* Point the entry (and a hard link's target) below t->dir; -1 when it may not go there. */
 static int place_entry(struct cli_tar *t, struct archive_entry *e)
@@ -51,13 +35,13 @@ static int place_entry(struct cli_tar *t, struct archive_entry *e)
 	char *full;
 
 	if (orc_tar_name_check(name) < 0) {
-		tar_fail(t, "refusing entry \"%s\": an absolute name or \"..\" would leave \"%s\"",
+		cli_tar_fail(t, "refusing entry \"%s\": an absolute name or \"..\" would leave \"%s\"",
 			 name ? name : "", t->dir);
 		return -1;
 	}
 	if (link) {
 		if (orc_tar_name_check(link) < 0) {
-			tar_fail(t, "refusing entry \"%s\": its link target \"%s\" would leave \"%s\"", name, link,
+			cli_tar_fail(t, "refusing entry \"%s\": its link target \"%s\" would leave \"%s\"", name, link,
 				 t->dir);
 			return -1;
 		}
@@ -65,7 +49,7 @@ static int place_entry(struct cli_tar *t, struct archive_entry *e)
 		archive_entry_copy_hardlink(e, full);
 		free(full);
 	} else if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
-		tar_fail(t, "refusing entry \"%s\": not a file, directory or symlink", name);
+		cli_tar_fail(t, "refusing entry \"%s\": not a file, directory or symlink", name);
 		return -1;
 	}
 	full = xasprintf("%s/%s", t->dir, name);
@@ -87,25 +71,25 @@ static int extract(struct cli_tar *t, struct archive *in, struct archive *disk)
 		if (place_entry(t, e) < 0)
 			goto done;
 		if (archive_write_header(disk, e) != ARCHIVE_OK) {
-			tar_fail(t, "refusing entry \"%s\": %s", name, archive_error_string(disk));
+			cli_tar_fail(t, "refusing entry \"%s\": %s", name, archive_error_string(disk));
 			goto done;
 		}
 		if (archive_entry_size(e) > 0 && orc_archive_copy_data(in, disk, &bad) < 0) {
 			if (bad == disk)
-				tar_fail(t, "cannot write \"%s\": %s", name, archive_error_string(disk));
+				cli_tar_fail(t, "cannot write \"%s\": %s", name, archive_error_string(disk));
 			else
-				tar_fail(t, "the tar stream is broken at \"%s\": %s", name,
+				cli_tar_fail(t, "the tar stream is broken at \"%s\": %s", name,
 					 archive_error_string(in));
 			goto done;
 		}
 		if (archive_write_finish_entry(disk) != ARCHIVE_OK) {
-			tar_fail(t, "cannot finish \"%s\": %s", name, archive_error_string(disk));
+			cli_tar_fail(t, "cannot finish \"%s\": %s", name, archive_error_string(disk));
 			goto done;
 		}
 		t->entries++;
 	}
 	if (r != ARCHIVE_EOF) {
-		tar_fail(t, "the tar stream is broken: %s", archive_error_string(in));
+		cli_tar_fail(t, "the tar stream is broken: %s", archive_error_string(in));
 		goto done;
 	}
 	rc = 0;
@@ -123,7 +107,7 @@ static void *extract_main(void *arg)
 	int ok = 0;
 
 	if (!in || !disk) {
-		tar_fail(t, "libarchive: out of memory");
+		cli_tar_fail(t, "libarchive: out of memory");
 		goto done;
 	}
 	archive_read_support_format_tar(in);
@@ -131,14 +115,14 @@ static void *extract_main(void *arg)
 	archive_write_disk_set_options(disk, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
 					     ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT);
 	if (archive_read_open_fd(in, t->fd, READ_BLOCK) != ARCHIVE_OK) {
-		tar_fail(t, "not a tar stream: %s", archive_error_string(in));
+		cli_tar_fail(t, "not a tar stream: %s", archive_error_string(in));
 		goto done;
 	}
 	if (extract(t, in, disk) < 0)
 		goto done;
 	/* Directory modes and times are set here, after their contents. */
 	if (archive_write_close(disk) != ARCHIVE_OK) {
-		tar_fail(t, "cannot finish extracting into \"%s\": %s", t->dir, archive_error_string(disk));
+		cli_tar_fail(t, "cannot finish extracting into \"%s\": %s", t->dir, archive_error_string(disk));
 		goto done;
 	}
 	/* Padding after the end marker: read it, so the writer does not fail. */
@@ -183,11 +167,10 @@ int cli_tar_extract_start(struct cli_tar *t, int *write_fd, const char *dir)
 {
 	char real[PATH_MAX];
 	struct stat st;
-	int fds[2];
+	int err;
 
 	memset(t, 0, sizeof(*t));
 	t->fd = -1;
-	signal(SIGPIPE, SIG_IGN);
 	if (mkdir_p(dir) < 0) {
 		cli_error("cannot create directory \"%s\": %s", dir, strerror(errno));
 		return ORC_ERROR;
@@ -200,22 +183,10 @@ int cli_tar_extract_start(struct cli_tar *t, int *write_fd, const char *dir)
 		cli_error("\"%s\" is not a directory", dir);
 		return ORC_ERROR;
 	}
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		cli_error("pipe() failed: %s", strerror(errno));
-		return ORC_ERROR;
-	}
-	(void)fcntl(fds[0], F_SETPIPE_SZ, PIPE_SIZE);
 	t->dir = xstrdup(real);
-	t->fd = fds[0];
-	if ((errno = pthread_create(&t->thread, NULL, extract_main, t)) != 0) {
-		cli_error("pthread_create() failed: %s", strerror(errno));
-		close(fds[0]);
-		close(fds[1]);
+	if ((err = cli_tar_thread_start(t, write_fd, 0, extract_main)) < 0) {
 		free(t->dir);
 		t->dir = NULL;
-		return ORC_ERROR;
 	}
-	t->started = 1;
-	*write_fd = fds[1];
-	return 0;
+	return err;
 }

@@ -97,7 +97,7 @@ int cli_exec_stream(json_object **job, int *streamed, const struct cli_config *c
  */
 int cli_job_follow(json_object **job, const struct cli_config *cfg, const char *job_id);
 
-/* ---- tar_create.c / tar_extract.c: a directory as a tar stream, in a thread ---- */
+/* ---- tar_create.c / tar_extract.c / tar_thread.c: a directory as a tar stream, in a thread ---- */
 struct cli_tar {
 	pthread_t thread;
 	int started;
@@ -125,6 +125,12 @@ int cli_tar_extract_start(struct cli_tar *t, int *write_fd, const char *dir);
 int cli_tar_finish(struct cli_tar *t);
 /* For cli_stream.in_end: the producer's verdict. */
 int cli_tar_in_end(void *arg);
+/* tar_thread.c, for the two above: start fn(t) in a thread on its end of
+ * a new pipe (t->fd: the write end when writes, else the read end); the
+ * other end in *other_fd. ORC_ERROR (reported) when it could not start. */
+int cli_tar_thread_start(struct cli_tar *t, int *other_fd, int writes, void *(*fn)(void *));
+/* The thread's first failure, kept in t->msg. */
+void cli_tar_fail(struct cli_tar *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- remote.c: "ID:PATH" ---- */
 /* Split "ID:PATH" (ID a DNS label); 0, or ORC_EINVALID when arg is a local path. */
