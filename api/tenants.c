@@ -29,7 +29,7 @@
 
 #define TENANT_COLS \
 	"t.id, t.name, t.max_sandboxes, t.max_cpu_millis, t.max_memory_bytes, t.max_total_cpu_millis, " \
-	"t.max_total_memory_bytes, t.max_queued, t.max_creates_per_minute, " \
+	"t.max_total_memory_bytes, t.max_queued, t.max_creates_per_minute, t.weight, " \
 	"to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " \
 	"(SELECT count(*) FROM sandboxes s WHERE s.tenant_id = t.id AND s.state IN ('pending', 'ready')), " \
 	"(SELECT coalesce(sum(s.cpu_millis), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
@@ -37,24 +37,27 @@
 	"(SELECT coalesce(sum(s.memory_bytes), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
 	" AND s.state IN ('pending', 'ready'))"
 
-enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 7, T_LIVE, T_CPU, T_MEM };
+enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 8, T_LIVE, T_CPU, T_MEM };
 
-/* The quota fields, in the order of their tenants columns (TENANT_COLS). */
+/* The quota fields, in the order of their tenants columns (TENANT_COLS);
+ * the weight in the admission queue's fair share is one too, never null. */
 static const struct {
 	const char *field;
 	int64_t min, max;
 	const char *type;            /* of the column */
+	const char *dflt;            /* when not given at creation; NULL: may be null */
 } quotas[] = {
-	{ "max_sandboxes", 0, 1000000, "int" },
-	{ "max_cpu_millis", 1, INT32_MAX, "int" },
-	{ "max_memory_bytes", 1, INT64_MAX, "bigint" },
-	{ "max_total_cpu_millis", 1, INT64_MAX, "bigint" },
-	{ "max_total_memory_bytes", 1, INT64_MAX, "bigint" },
-	{ "max_queued", 0, 1000000, "int" },
-	{ "max_creates_per_minute", 0, 1000000, "int" },
+	{ "max_sandboxes", 0, 1000000, "int", NULL },
+	{ "max_cpu_millis", 1, INT32_MAX, "int", NULL },
+	{ "max_memory_bytes", 1, INT64_MAX, "bigint", NULL },
+	{ "max_total_cpu_millis", 1, INT64_MAX, "bigint", NULL },
+	{ "max_total_memory_bytes", 1, INT64_MAX, "bigint", NULL },
+	{ "max_queued", 0, 1000000, "int", NULL },
+	{ "max_creates_per_minute", 0, 1000000, "int", NULL },
+	{ "weight", 1, 1000, "int", "1" },
 };
 #define QUOTA_FIELDS "max_sandboxes, max_cpu_millis, max_memory_bytes, max_total_cpu_millis, " \
-	"max_total_memory_bytes, max_queued, max_creates_per_minute"
+	"max_total_memory_bytes, max_queued, max_creates_per_minute, weight"
 #define NQUOTAS (sizeof(quotas) / sizeof(*quotas))
 _Static_assert(NQUOTAS == T_CREATED - T_QUOTAS, "TENANT_COLS lists every quota");
 
@@ -67,7 +70,8 @@ static char *insert_sql(void)
 
 	for (i = 0; i < NQUOTAS; i++) {
 		orc_buf_addf(&cols, ", %s", quotas[i].field);
-		orc_buf_addf(&vals, ", $%zu::%s", i + 2, quotas[i].type);
+		orc_buf_addf(&vals, ", coalesce($%zu::%s, %s)", i + 2, quotas[i].type,
+			     quotas[i].dflt ? quotas[i].dflt : "NULL");
 	}
 	sql = xasprintf("INSERT INTO tenants (name%s) VALUES ($1%s)", cols.ptr, vals.ptr);
 	orc_buf_release(&cols);
@@ -136,7 +140,13 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 	}
 	for (i = 0; i < NQUOTAS; i++) {
 		int64_t n = 0;
-		p->given[i] = json_object_object_get_ex(body, quotas[i].field, NULL);
+		json_object *val = NULL;
+		p->given[i] = json_object_object_get_ex(body, quotas[i].field, &val);
+		if (p->given[i] && !val && quotas[i].dflt) {
+			snprintf(msg, msglen, "field '%s' cannot be null (%lld..%lld)", quotas[i].field,
+				 (long long)quotas[i].min, (long long)quotas[i].max);
+			return ORC_EINVALID;
+		}
 		if ((err = orc_json_get_int(body, quotas[i].field, &n, quotas[i].min, quotas[i].max,
 					    msg, msglen)) < 0)
 			return err;

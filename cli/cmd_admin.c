@@ -56,7 +56,8 @@ const char tenants_ls_usage[] =
 	"  --max-total-cpu CPU         cpu of its live sandboxes together\n" \
 	"  --max-total-memory MEM      memory of its live sandboxes together\n" \
 	"  --max-queued N              sandboxes waiting for capacity at once\n" \
-	"  --max-creates-per-minute N  sandboxes created in any 60 seconds\n"
+	"  --max-creates-per-minute N  sandboxes created in any 60 seconds\n" \
+	"  --weight N                  share of the admission queue (1-1000, default 1)\n"
 
 const char tenants_create_usage[] =
 	"usage: orchardctl tenants create NAME [--max-... QUOTA]... [-o FORMAT]\n"
@@ -74,7 +75,7 @@ const char tenants_set_usage[] =
 	QUOTA_HELP;
 
 enum { OPT_TENANT = CLI_OPT_FIRST_FREE, OPT_MAX_SB, OPT_MAX_CPU, OPT_MAX_MEM, OPT_MAX_TOTAL_CPU,
-       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE };
+       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE, OPT_WEIGHT };
 
 /* The quota options, OPT_MAX_SB onwards: the field and how its value reads
  * ('n' a count, 'c' cpu, 'm' memory). */
@@ -89,8 +90,9 @@ static const struct {
 	{ "max-total-memory", "max_total_memory_bytes", 'm' },
 	{ "max-queued", "max_queued", 'n' },
 	{ "max-creates-per-minute", "max_creates_per_minute", 'n' },
+	{ "weight", "weight", 'n' },
 };
-_Static_assert(sizeof(quota_opts) / sizeof(*quota_opts) == OPT_MAX_RATE - OPT_MAX_SB + 1,
+_Static_assert(sizeof(quota_opts) / sizeof(*quota_opts) == OPT_WEIGHT - OPT_MAX_SB + 1,
 	       "one quota_opts entry per quota option");
 
 const struct option keys_ls_opts[] = {
@@ -115,6 +117,7 @@ const struct option tenants_set_opts[] = {
 	{ "max-total-memory", required_argument, NULL, OPT_MAX_TOTAL_MEM },
 	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
 	{ "max-creates-per-minute", required_argument, NULL, OPT_MAX_RATE },
+	{ "weight", required_argument, NULL, OPT_WEIGHT },
 	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
@@ -324,7 +327,7 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 		if (opt == 'o') {
 			if ((rc = cli_output_arg(&output, optarg, name, usage, 0)) != 0)
 				goto done;
-		} else if (opt >= OPT_MAX_SB && opt <= OPT_MAX_RATE) {
+		} else if (opt >= OPT_MAX_SB && opt <= OPT_WEIGHT) {
 			if ((rc = quota_option(body, opt, optarg, !create, usage, name)) != 0)
 				goto done;
 		} else if (cli_common_option(cfg, opt, optarg) < 0) {
@@ -337,7 +340,7 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 		goto done;
 	}
 	if (!create && json_object_object_length(body) == 0) {
-		rc = cli_usage_error(usage, "%s: nothing to change: give a --max-... option", name);
+		rc = cli_usage_error(usage, "%s: nothing to change: give a --max-... or --weight option", name);
 		goto done;
 	}
 	if ((rc = cli_config_check(cfg)) != 0)

@@ -165,3 +165,22 @@ def test_forks_count_against_the_same_quotas(st):
     r = s.post("%s/v1/checkpoints/%s/fork" % (st.url, ck["id"]), json={"count": 2})
     assert r.status_code == 200, r.text
     delete_all(st, s, [pid] + r.json()["sandbox_ids"])
+
+
+def test_the_weight_is_set_through_the_api_and_never_null(st):
+    admin = st.session()
+    s = tenant(st, "q-weight")
+    url = st.url + "/v1/tenants/q-weight"
+    assert admin.get(url).json()["weight"] == 1
+    r = admin.patch(url, json={"weight": 3})
+    assert r.status_code == 200 and r.json()["weight"] == 3, r.text
+    assert s.get(st.url + "/v1/resources").json()["tenant"]["weight"] == 3
+    for bad in ({"weight": None}, {"weight": 0}, {"weight": 1001}, {"weight": "2"}):
+        r = admin.patch(url, json=bad)
+        assert r.status_code == 422 and "weight" in r.json()["detail"], (bad, r.text)
+    assert admin.get(url).json()["weight"] == 3
+    r = admin.post(st.url + "/v1/tenants", json={"name": "q-weight2", "weight": 5})
+    assert r.status_code == 201 and r.json()["weight"] == 5, r.text
+    r = st.orchardctl("tenants", "set", "q-weight", "--weight", "2")
+    assert r.returncode == 0, r.stderr
+    assert admin.get(url).json()["weight"] == 2
