@@ -33,6 +33,7 @@ struct tar_out {
 	int pipe_r, pipe_w;
 	pthread_t thread;
 	int failed;                /* atomic: the thread gave up mid-stream */
+	int cut;                   /* the thread's: on_write writes nothing more */
 	char msg[512];
 	char *buf;                 /* READ_BLOCK of file data */
 	char key[AGENT_KEY_MAX + 1]; /* X-Orchard-Key: revoking it cuts the stream */
@@ -42,6 +43,10 @@ static la_ssize_t on_write(struct archive *a, void *cls, const void *data, size_
 {
 	struct tar_out *t = cls;
 
+	if (t->cut) {
+		archive_set_error(a, EPIPE, "the stream was cut");
+		return -1;
+	}
 	if (orc_write_all(t->pipe_w, data, n) < 0) {
 		archive_set_error(a, errno, "write to the response failed");
 		return -1;
@@ -170,7 +175,11 @@ static void *create_thread(void *cls)
 	if (!err && archive_write_close(a) != ARCHIVE_OK)
 		err = fail(t, "archive", "", archive_error_string(a));
 	if (err) {
-		archive_write_fail(a); /* no end-of-archive marker: the stream is cut */
+		/* No end-of-archive marker: the stream is cut. Closing with
+		 * on_write refusing frees libarchive's block buffer, which
+		 * archive_write_fail() would leak. */
+		t->cut = 1;
+		archive_write_close(a);
 		orc_log(ORC_LOG_WARN, "archive stream failed", "detail", t->msg, NULL);
 		__atomic_store_n(&t->failed, 1, __ATOMIC_RELEASE);
 	}

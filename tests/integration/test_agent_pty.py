@@ -129,7 +129,7 @@ class Closed(Exception):
 
 
 class WS:
-    def __init__(self, sock_path, query="", token=TOKEN, header_auth=True, timeout=10):
+    def __init__(self, sock_path, query="", token=TOKEN, header_auth=True, timeout=10, headers=None):
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.settimeout(timeout)
         self.s.connect(sock_path)
@@ -139,6 +139,8 @@ class WS:
                % (query, key))
         if token and header_auth:
             req += "Authorization: Bearer %s\r\n" % token
+        for name, value in (headers or {}).items():
+            req += "%s: %s\r\n" % (name, value)
         self.s.sendall((req + "\r\n").encode())
         self.buf = b""
         while b"\r\n\r\n" not in self.buf:
@@ -281,6 +283,51 @@ def open_session(agent, init=None, **kw):
     ready = ws.recv()
     assert ready["type"] == "ready", ready
     return ws, ready
+
+
+# ---- revoked keys (POST /keys/revoke, agent/revoke.h) ----
+
+def test_a_revoked_key_ends_its_sessions_and_is_refused_from_then_on(agent):
+    doomed, _ = open_session(agent, headers={"X-Orchard-Key": "41"})
+    kept, _ = open_session(agent, headers={"X-Orchard-Key": "42"})
+    plain, _ = open_session(agent)       # no key: the api's own, or a direct client
+    assert agent.request("POST", "/keys/revoke?key=4x")[0] == 400
+    status, body = agent.request("POST", "/keys/revoke?key=41")
+    assert status == 200 and body == {"key": "41", "pty_sessions_ended": 1}, body
+    code, _ = doomed.expect_close()
+    assert code == 1008
+    late = WS(agent.sock, headers={"X-Orchard-Key": "41"})
+    assert late.status == 403, late.headers
+    assert agent.request("GET", "/health", headers={"X-Orchard-Key": "41"})[0] == 403
+    assert agent.request("POST", "/keys/revoke?key=41")[1]["pty_sessions_ended"] == 0
+    for ws in (kept, plain):
+        ws.stdin("echo on-$((6*7))\n")
+        ws.read_until("on-42")
+        ws.close()
+
+
+def test_a_revoked_key_cuts_its_tar_download(agent, tmp_path):
+    d = tmp_path / "big"
+    d.mkdir()
+    with open(d / "zeros", "wb") as f:
+        f.truncate(256 << 20)            # 256 MiB of tar to send
+    c = UnixHTTPConnection(agent.sock, timeout=60)
+    try:
+        c.request("GET", "/archive?path=%s" % d, headers={"Authorization": "Bearer " + TOKEN,
+                                                          "X-Orchard-Key": "43"})
+        r = c.getresponse()
+        assert r.status == 200
+        got = len(r.read(1 << 20))
+        assert agent.request("POST", "/keys/revoke?key=43")[0] == 200
+        with pytest.raises(Exception):   # a cut chunked body (IncompleteRead, reset)
+            while True:
+                chunk = r.read(1 << 20)
+                if not chunk:
+                    break
+                got += len(chunk)
+        assert 1 << 20 <= got < 256 << 20, got
+    finally:
+        c.close()
 
 
 # ---- exec cancel ----
