@@ -27,14 +27,9 @@ static int set_desired(PGresult **out, struct api_req *r, int pause)
 {
 	char tenant[24];
 	const char *params[5] = { r->id, tenant, pause ? "true" : "false", r->key_id, r->request_id };
-	PGresult *res = NULL;
-	PGconn *db = NULL;
-	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return err;
-	err = orc_pg_query(&res, db,
+	return orc_pg_pool_query_one(out, &api_server.db,
 		"WITH u AS (UPDATE sandboxes SET pause_desired = $3::boolean, last_activity_at = now()"
 		" WHERE id = $1 AND tenant_id = $2::bigint AND state NOT IN ('deleting', 'deleted')"
 		" RETURNING id, tenant_id, state),"
@@ -43,15 +38,6 @@ static int set_desired(PGresult **out, struct api_req *r, int pause)
 		" END, $4::bigint, nullif($5, '') FROM u WHERE state = 'ready')"
 		" SELECT state FROM u",
 		5, params);
-	orc_pg_pool_release(&api_server.db, db);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
-	*out = res;
-	return 0;
 }
 
 /* 1 when done, 0 when the controller gave up (desired put back), or err. */

@@ -224,22 +224,12 @@ static void tenant_etag(char *out, size_t n, json_object *view)
 static int fetch_tenant(PGresult **out, PGconn *db, const char *name, int for_update)
 {
 	const char *params[1] = { name };
-	PGresult *res = NULL;
-	int err;
 
-	err = orc_pg_query(&res, db, for_update ?
-			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 AND t.deleted_at IS NULL"
-			   " FOR UPDATE OF t" :
-			   "SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 AND t.deleted_at IS NULL",
-			   1, params);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
-	*out = res;
-	return 0;
+	return orc_pg_query_one(out, db, for_update ?
+				"SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 AND t.deleted_at IS NULL"
+				" FOR UPDATE OF t" :
+				"SELECT " TENANT_COLS " FROM tenants t WHERE t.name = $1 AND t.deleted_at IS NULL",
+				1, params);
 }
 
 static int reply_tenant(struct api_req *r, int status, const char *name)

@@ -161,18 +161,13 @@ int orc_pg_query(PGresult **out, PGconn *c, const char *sql, int nparams, const 
 	return orc_pg_query_bin(out, c, sql, nparams, params, NULL, NULL);
 }
 
-int orc_pg_pool_query_one(PGresult **out, struct orc_pg_pool *pool, const char *sql, int nparams,
-			  const char *const *params)
+int orc_pg_query_one(PGresult **out, PGconn *c, const char *sql, int nparams,
+		     const char *const *params)
 {
 	PGresult *res = NULL;
-	PGconn *c = NULL;
 	int err;
 
-	if ((err = orc_pg_pool_acquire(pool, &c)) < 0)
-		return err;
-	err = orc_pg_query(&res, c, sql, nparams, params);
-	orc_pg_pool_release(pool, c);
-	if (err < 0)
+	if ((err = orc_pg_query(&res, c, sql, nparams, params)) < 0)
 		return err;
 	if (PQntuples(res) != 1) {
 		PQclear(res);
@@ -180,6 +175,19 @@ int orc_pg_pool_query_one(PGresult **out, struct orc_pg_pool *pool, const char *
 	}
 	*out = res;
 	return 0;
+}
+
+int orc_pg_pool_query_one(PGresult **out, struct orc_pg_pool *pool, const char *sql, int nparams,
+			  const char *const *params)
+{
+	PGconn *c = NULL;
+	int err;
+
+	if ((err = orc_pg_pool_acquire(pool, &c)) < 0)
+		return err;
+	err = orc_pg_query_one(out, c, sql, nparams, params);
+	orc_pg_pool_release(pool, c);
+	return err;
 }
 
 int orc_pg_begin(PGconn *c)

@@ -56,8 +56,11 @@ int orc_pg_query(PGresult **out, PGconn *c, const char *sql, int nparams,
 /* Same, with per-parameter lengths and formats (1 = binary, for bytea). */
 int orc_pg_query_bin(PGresult **out, PGconn *c, const char *sql, int nparams,
 		     const char *const *params, const int *lengths, const int *formats);
-/* orc_pg_query() on a connection of pool, given back at once; the one row
- * it returned in *out, or ORC_ENOTFOUND when it returned none or more. */
+/* orc_pg_query() of a statement that answers one row: that row's result
+ * in *out, or ORC_ENOTFOUND when it returned none or more. */
+int orc_pg_query_one(PGresult **out, PGconn *c, const char *sql, int nparams,
+		     const char *const *params);
+/* orc_pg_query_one() on a connection of pool, given back at once. */
 int orc_pg_pool_query_one(PGresult **out, struct orc_pg_pool *pool, const char *sql, int nparams,
 			  const char *const *params);
 /* BEGIN / COMMIT / ROLLBACK. */
