@@ -129,7 +129,8 @@ int api_sandbox_patch(struct api_req *r)
 		return api_reply_error(r, err, "%s", msg);
 	policy_params(params, bufs, r->id, r->tenant_id, &p);
 	sql = api_own_mem(r, xasprintf("%s AND state IN ('pending', 'ready') RETURNING id,"
-				       " COALESCE(checkpoints, 'none'), checkpoint_keep,"
+				       " COALESCE(checkpoints, (SELECT default_checkpoints FROM tenants t"
+				       " WHERE t.id = tenant_id), 'none'), checkpoint_keep,"
 				       " checkpoint_ttl_seconds", policy_sql));
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");

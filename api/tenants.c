@@ -8,6 +8,11 @@
  *   PATCH /tenants/{name}   change quotas; a field set to null removes that quota;
  *                           If-Match: only while the ETag still holds (412)
  *
+ * Besides the quotas, default_checkpoints ("none", "every_step" or null) is
+ * the step-checkpoint policy of the tenant's sandboxes created without
+ * "checkpoints" (docs/checkpoints.md); it is read when each step ends, so a
+ * change reaches those sandboxes at their next step.
+ *
  * The quota fields are the quotas[] below, each a tenants column of its
  * name (quota.c says what each limits). Quotas are enforced when sandboxes
  * are created (quota.c); lowering one
@@ -35,9 +40,10 @@
 	"(SELECT coalesce(sum(s.cpu_millis), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
 	" AND s.state IN ('pending', 'ready')), " \
 	"(SELECT coalesce(sum(s.memory_bytes), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
-	" AND s.state IN ('pending', 'ready'))"
+	" AND s.state IN ('pending', 'ready')), " \
+	"t.default_checkpoints"
 
-enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 8, T_LIVE, T_CPU, T_MEM };
+enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 8, T_LIVE, T_CPU, T_MEM, T_CHECKPOINTS };
 
 /* The quota fields, in the order of their tenants columns (TENANT_COLS);
  * the weight in the admission queue's fair share is one too, never null. */
@@ -61,7 +67,7 @@ static const struct {
 #define NQUOTAS (sizeof(quotas) / sizeof(*quotas))
 _Static_assert(NQUOTAS == T_CREATED - T_QUOTAS, "TENANT_COLS lists every quota");
 
-/* INSERT: $1 the name, $2.. the quotas. */
+/* INSERT: $1 the name, $2.. the quotas, then default_checkpoints. */
 static char *insert_sql(void)
 {
 	struct orc_buf cols = ORC_BUF_INIT, vals = ORC_BUF_INIT;
@@ -73,13 +79,15 @@ static char *insert_sql(void)
 		orc_buf_addf(&vals, ", coalesce($%zu::%s, %s)", i + 2, quotas[i].type,
 			     quotas[i].dflt ? quotas[i].dflt : "NULL");
 	}
-	sql = xasprintf("INSERT INTO tenants (name%s) VALUES ($1%s)", cols.ptr, vals.ptr);
+	sql = xasprintf("INSERT INTO tenants (name%s, default_checkpoints) VALUES ($1%s, $%zu)",
+			cols.ptr, vals.ptr, NQUOTAS + 2);
 	orc_buf_release(&cols);
 	orc_buf_release(&vals);
 	return sql;
 }
 
-/* UPDATE of the tenant named $1: quota i is set to $(3+2i) when $(2+2i). */
+/* UPDATE of the tenant named $1: quota i is set to $(3+2i) when $(2+2i),
+ * default_checkpoints to the last parameter when the one before is true. */
 static char *update_sql(void)
 {
 	struct orc_buf set = ORC_BUF_INIT;
@@ -90,6 +98,8 @@ static char *update_sql(void)
 		orc_buf_addf(&set, "%s %s = CASE WHEN $%zu::boolean THEN $%zu::%s ELSE %s END",
 			     i ? "," : "", quotas[i].field, 2 + 2 * i, 3 + 2 * i, quotas[i].type,
 			     quotas[i].field);
+	orc_buf_addf(&set, ", default_checkpoints = CASE WHEN $%zu::boolean THEN $%zu"
+		     " ELSE default_checkpoints END", 2 + 2 * NQUOTAS, 3 + 2 * NQUOTAS);
 	sql = xasprintf("UPDATE tenants SET%s WHERE name = $1 AND deleted_at IS NULL RETURNING id",
 			set.ptr);
 	orc_buf_release(&set);
@@ -99,6 +109,8 @@ static char *update_sql(void)
 struct quota_patch {
 	int given[NQUOTAS];            /* the field is in the body */
 	char value[NQUOTAS][24];       /* "" = null: no quota */
+	int checkpoints_given;         /* default_checkpoints is in the body */
+	const char *checkpoints;       /* its value; NULL: null */
 };
 
 static json_object *tenant_view(PGresult *res, int row)
@@ -110,12 +122,32 @@ static json_object *tenant_view(PGresult *res, int row)
 	json_object_object_add(o, "name", json_object_new_string(PQgetvalue(res, row, T_NAME)));
 	for (i = 0; i < NQUOTAS; i++)
 		json_object_object_add(o, quotas[i].field, api_col_int(res, row, T_QUOTAS + (int)i));
+	json_object_object_add(o, "default_checkpoints", PQgetisnull(res, row, T_CHECKPOINTS) ? NULL :
+			       json_object_new_string(PQgetvalue(res, row, T_CHECKPOINTS)));
 	json_object_object_add(o, "created_at", json_object_new_string(PQgetvalue(res, row, T_CREATED)));
 	json_object_object_add(usage, "sandboxes", api_col_int(res, row, T_LIVE));
 	json_object_object_add(usage, "cpu_millis", api_col_int(res, row, T_CPU));
 	json_object_object_add(usage, "memory_bytes", api_col_int(res, row, T_MEM));
 	json_object_object_add(o, "usage", usage);
 	return o;
+}
+
+/* default_checkpoints of body: absent, null, "none" or "every_step". */
+static int parse_default_checkpoints(struct quota_patch *p, json_object *body, char *msg,
+				     size_t msglen)
+{
+	int err;
+
+	p->checkpoints_given = json_object_object_get_ex(body, "default_checkpoints", NULL);
+	if ((err = orc_json_get_str(body, "default_checkpoints", &p->checkpoints, msg, msglen)) < 0)
+		return err;
+	if (err == 1)
+		p->checkpoints = NULL;
+	if (p->checkpoints && strcmp(p->checkpoints, "none") && strcmp(p->checkpoints, "every_step")) {
+		snprintf(msg, msglen, "field 'default_checkpoints' must be \"none\", \"every_step\" or null");
+		return ORC_EINVALID;
+	}
+	return 0;
 }
 
 /* Read the quota fields of body; reject any field not in allowed. */
@@ -134,7 +166,8 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 		for (i = 0; i < NQUOTAS; i++)
 			known |= !strcmp(k, quotas[i].field);
 		if (!known) {
-			snprintf(msg, msglen, "unknown field '%.64s' (quota fields: " QUOTA_FIELDS ")", k);
+			snprintf(msg, msglen, "unknown field '%.64s' (quota fields: " QUOTA_FIELDS
+				 "; and default_checkpoints)", k);
 			return ORC_EINVALID;
 		}
 	}
@@ -153,14 +186,14 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 		if (err == 0)
 			snprintf(p->value[i], sizeof(p->value[i]), "%lld", (long long)n);
 	}
-	return 0;
+	return parse_default_checkpoints(p, body, msg, msglen);
 }
 
 /* A POST /tenants body: a DNS-label name and the quotas; 0, or ORC_EINVALID and msg. */
 static int parse_tenant_create(const char **name, struct quota_patch *p, json_object *body,
 			       char *msg, size_t msglen)
 {
-	static const char *const allowed[] = { "name", NULL };
+	static const char *const allowed[] = { "name", "default_checkpoints", NULL };
 	int err;
 
 	if ((err = orc_json_get_str(body, "name", name, msg, msglen)) < 0)
@@ -180,17 +213,18 @@ static int parse_tenant_create(const char **name, struct quota_patch *p, json_ob
 /* A PATCH /tenants/{name} body: at least one quota field; 0, or ORC_EINVALID and msg. */
 static int parse_tenant_patch(struct quota_patch *p, json_object *body, char *msg, size_t msglen)
 {
-	static const char *const allowed[] = { NULL };
+	static const char *const allowed[] = { "default_checkpoints", NULL };
 	size_t i;
-	int err, any = 0;
+	int err, any;
 
 	if ((err = parse_quotas(p, body, allowed, msg, msglen)) < 0)
 		return err;
+	any = p->checkpoints_given;
 	for (i = 0; i < NQUOTAS; i++)
 		any |= p->given[i];
 	if (!any) {
-		snprintf(msg, msglen, "nothing to change: give one of " QUOTA_FIELDS " (null removes a "
-			 "quota)");
+		snprintf(msg, msglen, "nothing to change: give one of " QUOTA_FIELDS ", default_checkpoints"
+			 " (null removes a quota)");
 		return ORC_EINVALID;
 	}
 	return 0;
@@ -318,9 +352,9 @@ int api_tenant_create(struct api_req *r)
 {
 	struct quota_patch p;
 	json_object *body;
-	const char *name = NULL, *params[1 + NQUOTAS];
+	const char *name = NULL, *params[2 + NQUOTAS];
 	PGconn *db = NULL;
-	char msg[256], *sql;
+	char msg[512], *sql;
 	size_t i;
 	int err;
 
@@ -331,10 +365,11 @@ int api_tenant_create(struct api_req *r)
 	params[0] = name;
 	for (i = 0; i < NQUOTAS; i++)
 		params[i + 1] = p.value[i][0] ? p.value[i] : NULL;
+	params[1 + NQUOTAS] = p.checkpoints;
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	sql = insert_sql();
-	err = orc_pg_query(NULL, db, sql, 1 + (int)NQUOTAS, params);
+	err = orc_pg_query(NULL, db, sql, 2 + (int)NQUOTAS, params);
 	free(sql);
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == ORC_ECONFLICT)
@@ -350,10 +385,10 @@ int api_tenant_patch(struct api_req *r)
 	const char *if_match = api_req_param(r, "HTTP_IF_MATCH");   /* "" as none */
 	struct quota_patch p;
 	json_object *body;
-	const char *params[1 + 2 * NQUOTAS];
+	const char *params[3 + 2 * NQUOTAS];
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[256], *sql;
+	char msg[512], *sql;
 	size_t i;
 	int err;
 
@@ -368,6 +403,8 @@ int api_tenant_patch(struct api_req *r)
 		params[1 + 2 * i] = p.given[i] ? "true" : "false";
 		params[2 + 2 * i] = p.value[i][0] ? p.value[i] : NULL;
 	}
+	params[1 + 2 * NQUOTAS] = p.checkpoints_given ? "true" : "false";
+	params[2 + 2 * NQUOTAS] = p.checkpoints;
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	if (if_match && (err = check_if_match(r, db, if_match)) < 0) {
@@ -375,7 +412,7 @@ int api_tenant_patch(struct api_req *r)
 		return err;
 	}
 	sql = update_sql();
-	err = orc_pg_query(&res, db, sql, 1 + 2 * (int)NQUOTAS, params);
+	err = orc_pg_query(&res, db, sql, 3 + 2 * (int)NQUOTAS, params);
 	free(sql);
 	if (if_match && err == 0)
 		err = orc_pg_commit(db);

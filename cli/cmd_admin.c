@@ -57,7 +57,9 @@ const char tenants_ls_usage[] =
 	"  --max-total-memory MEM      memory of its live sandboxes together\n" \
 	"  --max-queued N              sandboxes waiting for capacity at once\n" \
 	"  --max-creates-per-minute N  sandboxes created in any 60 seconds\n" \
-	"  --weight N                  share of the admission queue (1-1000, default 1)\n"
+	"  --weight N                  share of the admission queue (1-1000, default 1)\n" \
+	"  --checkpoints MODE          none or every_step: the step checkpoints of its\n" \
+	"                              sandboxes created without \"checkpoints\"\n"
 
 const char tenants_create_usage[] =
 	"usage: orchardctl tenants create NAME [--max-... QUOTA]... [-o FORMAT]\n"
@@ -75,7 +77,7 @@ const char tenants_set_usage[] =
 	QUOTA_HELP;
 
 enum { OPT_TENANT = CLI_OPT_FIRST_FREE, OPT_MAX_SB, OPT_MAX_CPU, OPT_MAX_MEM, OPT_MAX_TOTAL_CPU,
-       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE, OPT_WEIGHT };
+       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE, OPT_WEIGHT, OPT_CHECKPOINTS };
 
 /* The quota options, OPT_MAX_SB onwards: the field and how its value reads
  * ('n' a count, 'c' cpu, 'm' memory). */
@@ -118,6 +120,7 @@ const struct option tenants_set_opts[] = {
 	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
 	{ "max-creates-per-minute", required_argument, NULL, OPT_MAX_RATE },
 	{ "weight", required_argument, NULL, OPT_WEIGHT },
+	{ "checkpoints", required_argument, NULL, OPT_CHECKPOINTS },
 	CLI_OUTPUT_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
@@ -330,6 +333,13 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 		} else if (opt >= OPT_MAX_SB && opt <= OPT_WEIGHT) {
 			if ((rc = quota_option(body, opt, optarg, !create, usage, name)) != 0)
 				goto done;
+		} else if (opt == OPT_CHECKPOINTS) {
+			if (strcmp(optarg, "none") && strcmp(optarg, "every_step")) {
+				rc = cli_usage_error(usage, "%s: invalid --checkpoints \"%s\" (none or "
+						     "every_step)", name, optarg);
+				goto done;
+			}
+			json_object_object_add(body, "default_checkpoints", json_object_new_string(optarg));
 		} else if (cli_common_option(cfg, opt, optarg) < 0) {
 			rc = cli_bad_option(usage);
 			goto done;
@@ -340,7 +350,8 @@ static int tenant_write(struct cli_config *cfg, int argc, char **argv, int creat
 		goto done;
 	}
 	if (!create && json_object_object_length(body) == 0) {
-		rc = cli_usage_error(usage, "%s: nothing to change: give a --max-... or --weight option", name);
+		rc = cli_usage_error(usage, "%s: nothing to change: give a --max-..., --weight or "
+				     "--checkpoints option", name);
 		goto done;
 	}
 	if ((rc = cli_config_check(cfg)) != 0)
