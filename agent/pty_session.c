@@ -18,6 +18,7 @@
 #include "log.h"
 #include "pty_proto.h"
 #include "spawn.h"
+#include "sweep.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -164,7 +165,7 @@ static void start_program(struct pty_session *s, struct pty_client *c, const str
 	struct agent_command cmd = AGENT_COMMAND_INIT;
 	struct agent_spawn sp;
 	const char **keys = NULL, **vals = NULL;
-	char *failure = NULL;
+	char *failure = NULL, **envp = NULL;
 	int slave = -1, code = 0;
 	size_t n = m->nenv, i;
 	int has_term = 0;
@@ -191,7 +192,9 @@ static void start_program(struct pty_session *s, struct pty_client *c, const str
 	memset(&sp, 0, sizeof(sp));
 	sp.path = cmd.path;
 	sp.argv = cmd.argv;
-	sp.envp = cmd.envp;
+	agent_sweep_entry(s->tag);
+	envp = agent_sweep_envp(s->tag, cmd.envp);
+	sp.envp = envp;
 	sp.cwd = m->cwd;
 	sp.stdin_fd = sp.stdout_fd = sp.stderr_fd = slave;
 	sp.fd3 = -1;
@@ -218,6 +221,7 @@ done:
 		s->master = -1;
 	}
 	free(failure);
+	free(envp);
 	free(keys);
 	free(vals);
 	agent_command_release(&cmd);
@@ -487,6 +491,9 @@ static int poll_timeout(const struct pty_session *s, int64_t now)
 static void session_stop(struct pty_session *s, enum pty_stop why)
 {
 	kill_groups(s, SIGKILL);
+	/* a revoked key's session leaves nothing behind, setsid or not */
+	if (why == PTY_STOP_REVOKED && s->tag[0])
+		agent_sweep_kill(s->tag);
 	if (s->client) {
 		if (why == PTY_STOP_REVOKED)
 			client_close(s->client, 1008, "the API key was revoked");

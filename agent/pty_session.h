@@ -7,6 +7,7 @@
 #include "pty_ring.h"
 #include "reaper.h"
 #include "revoke.h"
+#include "sweep.h"
 #include "ws.h"
 /*
  * Internal to the PTY code: one session (pty_session.c, its thread's loop)
@@ -67,6 +68,7 @@ struct pty_session {
 	int64_t kill_at;             /* when kill_sig goes, after a SIGHUP */
 	int kill_sig;                /* SIGTERM, then SIGKILL */
 	int64_t ping_ms;             /* ORCHARD_AGENT_PTY_PING_MS */
+	char tag[AGENT_SWEEP_ENTRY_MAX]; /* ORCHARD_JOB_TAG=... of its program (sweep.h); "" before */
 };
 
 /* pty_session.c */

@@ -93,9 +93,9 @@ def test_revoking_a_key_ends_its_pty_sessions(stack, admin):
     try:
         ws = open_shell(stack, sid, doomed["key"])
         other = open_shell(stack, sid, kept["key"])
-        send_stdin(ws, "sleep 4242\n")
+        send_stdin(ws, "(setsid sleep 4243 &); sleep 4242\n")
         deadline = time.monotonic() + 60
-        while "sleep 4242" not in processes(stack, mine, sid):
+        while not all(p in processes(stack, mine, sid) for p in ("sleep 4242", "sleep 4243")):
             assert time.monotonic() < deadline, "the session's sleep never started"
             time.sleep(0.2)
 
@@ -107,8 +107,8 @@ def test_revoking_a_key_ends_its_pty_sessions(stack, admin):
         ws.close()
         # The session's processes went with it.
         deadline = time.monotonic() + 60
-        while "sleep 4242" in processes(stack, mine, sid):
-            assert time.monotonic() < deadline, "the revoked key's shell still runs"
+        while any(p in processes(stack, mine, sid) for p in ("sleep 4242", "sleep 4243")):
+            assert time.monotonic() < deadline, "the revoked key's shell (or what it setsid'd) still runs"
             time.sleep(0.5)
         # The key cannot open a new session.
         with pytest.raises(websocket.WebSocketBadStatusException) as e:
