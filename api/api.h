@@ -308,6 +308,13 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 /* /_auth_agent (auth_agent.c): the key check plus the sandbox named by the
  * original URI, answering with its agent's upstream and token. */
 int api_auth_agent_handle(struct api_req *r);
+/* The sandbox id of an agent route's URI ("[/v1]/sandboxes/<id>/<route>")
+ * into out, returning the route's index (API_AGENT_ROUTE_PTY: exec/pty);
+ * ORC_EINVALID for any other URI. */
+#define API_AGENT_ROUTE_PTY 2
+int api_agent_uri_parse(char out[API_MAX_ID + 1], const char *uri);
+/* /_pty_end (pty_end.c): nginx's post_action after a PTY connection. */
+int api_pty_end_handle(struct api_req *r);
 
 void api_auth_init(void);
 /* Drop the cached entries of one key_id (revocation). */

@@ -35,7 +35,7 @@
 /* The routes nginx may send here: what follows /sandboxes/{id}/. */
 static const char *const agent_routes[] = { "files/raw", "archive", "exec/pty" };
 
-#define ROUTE_PTY 2   /* agent_routes[] index of exec/pty */
+#define ROUTE_PTY API_AGENT_ROUTE_PTY   /* agent_routes[] index of exec/pty */
 
 /*
  * The sandbox id of uri ("[/v1]/sandboxes/<id>/<route>[?query]") into
@@ -44,7 +44,7 @@ static const char *const agent_routes[] = { "files/raw", "archive", "exec/pty" }
  * nginx matched the normalised URI, so anything else is a URI that does
  * not mean what it seems).
  */
-static int parse_uri(char out[API_MAX_ID + 1], const char *uri)
+int api_agent_uri_parse(char out[API_MAX_ID + 1], const char *uri)
 {
 	const char *p = uri, *slash, *end;
 	size_t n, i;
@@ -172,7 +172,7 @@ int api_auth_agent_handle(struct api_req *r)
 	/* Only nginx's internal subrequest: never /v1/_auth_agent from outside. */
 	if (!doc || strcmp(doc, "/_auth_agent") || !uri || !method)
 		return api_reply_error(r, ORC_ENOTFOUND, "no route for %s %s", r->method, r->path);
-	route = parse_uri(id, uri);
+	route = api_agent_uri_parse(id, uri);
 	if (route == ROUTE_PTY && !api_req_param(r, "HTTP_X_API_KEY") &&
 	    !api_req_param(r, "HTTP_AUTHORIZATION"))
 		err = api_auth_check_key(&a, r, pty_key(r, uri, keybuf, sizeof(keybuf)));

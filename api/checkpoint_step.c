@@ -5,7 +5,8 @@
  * Every checkpoint records traj_step, the number of steps its sandbox's
  * trajectory had when it was written (sql/migrations/022_rollout_steps.sql),
  * so "the state after step t" is a ready checkpoint with traj_step = t; one
- * taken automatically after the step (kind 'step') is preferred, then the
+ * taken automatically after the step (kind 'step', its event a step: not
+ * the end of a PTY session that followed it) is preferred, then the
  * latest. The sandbox may be deleted: its rows and checkpoints are kept.
  */
 #include <stdio.h>
@@ -26,7 +27,8 @@ static const char step_sql[] =
 	"  AND orchard_step_kind(e.kind)),"
 	" (SELECT c.id FROM checkpoints c WHERE c.sandbox_id = s.id AND c.tenant_id = s.tenant_id"
 	"  AND c.traj_step = $3::bigint AND c.state = 'ready'"
-	"  ORDER BY c.kind = 'step' DESC, c.created_at DESC, c.id DESC LIMIT 1),"
+	"  ORDER BY c.kind = 'step' DESC, COALESCE((SELECT orchard_step_kind(e.kind) FROM events e"
+	"   WHERE e.id = c.step_event_id), false) DESC, c.created_at DESC, c.id DESC LIMIT 1),"
 	" (SELECT c.id FROM checkpoints c WHERE c.sandbox_id = s.id AND c.tenant_id = s.tenant_id"
 	"  AND c.traj_step = $3::bigint AND c.state = 'pending' ORDER BY c.created_at DESC LIMIT 1),"
 	" (SELECT c.id FROM checkpoints c WHERE c.sandbox_id = s.id AND c.tenant_id = s.tenant_id"

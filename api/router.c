@@ -166,6 +166,7 @@ static const struct {
 } auth_routes[] = {
 	{ "/_auth",       api_auth_handle },
 	{ "/_auth_agent", api_auth_agent_handle },
+	{ "/_pty_end",    api_pty_end_handle },
 };
 
 static int dispatch_auth_route(struct api_req *r)

@@ -359,6 +359,7 @@ static json_object *event_line(struct traj_stream *t, PGresult *b, int i)
 	if (!PQgetisnull(b, i, E_JOB_ID))
 		json_object_object_add(o, "job_id", api_col_str(b, i, E_JOB_ID));
 	json_object_object_add(o, "data", api_col_json_object(b, i, E_DATA));
+	step_checkpoint(o, b, i);   /* a PTY session's end (pty.close) */
 	return o;
 }
 

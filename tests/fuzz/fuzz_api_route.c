@@ -71,6 +71,14 @@ int api_auth_agent_handle(struct api_req *r)
 	return 0;
 }
 
+int api_pty_end_handle(struct api_req *r)
+{
+	FUZZ_ASSERT(!strcmp(r->path, "/_pty_end"));
+	called_auth = 1;
+	r->replied = 1;
+	return 0;
+}
+
 /* Would dispatch hand this route the request's id? */
 static int id_ok(const struct api_route *rt, const char *id_start, size_t id_len)
 {

@@ -3,10 +3,13 @@ checkpoints "every_step" gets a checkpoint after every state-changing step,
 named by the step's trajectory line; each holds the state after its step
 and not after the next one; retention (keep last N, TTL) removes old ones
 and the line then says checkpoint_expired; the policy can be changed with
-PATCH and defaulted per tenant; bad input changes nothing.
+PATCH and defaulted per tenant; a PTY session of such a sandbox gets one
+when it ends; bad input changes nothing.
 """
 import json
 import uuid
+
+import websocket  # python3-websocket
 
 from rollout_helpers import create, drop, fork_at, ready_forks, sh, steps, upload
 
@@ -138,3 +141,37 @@ def test_bad_policies_change_nothing(stack, admin, other):
     assert admin.patch("%s/v1/sandboxes/f0f0f0f0" % stack.url,
                        json={"checkpoints": "none"}).status_code == 404
     drop(stack, admin, sid)
+
+
+def test_a_pty_session_ending_takes_a_step_checkpoint_named_by_its_pty_close_line(stack, admin):
+    sid = create(stack, admin, {"sc-run": RUN}, checkpoints="every_step")
+    sh(stack, admin, sid, "echo before > /workspace/state")
+    # python3-websocket, a client we did not write.
+    ws = websocket.create_connection(
+        "wss://%s/v1/sandboxes/%s/exec/pty" % (stack.url.split("://", 1)[1], sid), timeout=30,
+        sslopt={"ca_certs": stack.cacert}, header=["X-API-Key: " + stack.admin_key])
+    try:
+        ws.send(json.dumps({"type": "init", "cmd": ["/bin/sh", "-c", "echo pty > /workspace/state"]}))
+        while json.loads(ws.recv()).get("type") != "exit":
+            pass
+    finally:
+        ws.close()
+
+    def pty_close():
+        got = [l for l in map(json.loads, admin.get("%s/v1/sandboxes/%s/trajectory"
+                                                    % (stack.url, sid)).text.splitlines())
+               if l.get("kind") == "pty.close"]
+        return got[0] if got else None
+    line = stack.wait_for(pty_close, timeout=60, what="the pty.close line")
+    assert line["type"] == "event" and line.get("checkpoint_id"), line
+    assert [l["step"] for l in steps(stack, admin, sid)] == [1]   # a PTY session is not a step
+    stack.wait_for(lambda: admin.get("%s/v1/checkpoints/%s" % (stack.url, line["checkpoint_id"]))
+                   .json().get("state") == "ready", timeout=120, what="the PTY's checkpoint taken")
+    r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, line["checkpoint_id"]), json={"count": 1})
+    [f] = ready_forks(stack, admin, r)
+    assert sh(stack, admin, f, "cat /workspace/state") == "pty\n"
+    # The state after step 1 is still the step's own checkpoint, not the PTY's.
+    [g] = ready_forks(stack, admin, fork_at(stack, admin, sid, {"step": 1}))
+    assert sh(stack, admin, g, "cat /workspace/state") == "before\n"
+    for x in (sid, f, g):
+        drop(stack, admin, x)
