@@ -49,6 +49,10 @@ struct api_step_policy {
 	int given;
 };
 int api_step_policy_parse(struct api_step_policy *p, json_object *body, char *msg, size_t msglen);
+/* The policy field `field` of body: *out "none", "every_step", or NULL
+ * when absent or null; ORC_EINVALID (msg) for anything else. */
+int api_step_mode_parse(const char **out, json_object *body, const char *field, char *msg,
+			size_t msglen);
 /* Inside the create's transaction: store p (retention defaults applied). */
 int api_step_policy_store(PGconn *db, const char *sandbox_id, int64_t tenant_id,
 			  const struct api_step_policy *p);

@@ -46,19 +46,31 @@ static int64_t env_i64(const char *name, int64_t dflt, int64_t min, int64_t max)
 	return n;
 }
 
+int api_step_mode_parse(const char **out, json_object *body, const char *field, char *msg,
+			size_t msglen)
+{
+	const char *mode = NULL;
+	int err;
+
+	if ((err = orc_json_get_str(body, field, &mode, msg, msglen)) < 0)
+		return err;
+	if (err == 1)
+		mode = NULL;
+	if (mode && strcmp(mode, "none") && strcmp(mode, "every_step")) {
+		snprintf(msg, msglen, "field '%s' must be \"none\" or \"every_step\"", field);
+		return ORC_EINVALID;
+	}
+	*out = mode;
+	return 0;
+}
+
 int api_step_policy_parse(struct api_step_policy *p, json_object *body, char *msg, size_t msglen)
 {
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	if ((err = orc_json_get_str(body, "checkpoints", &p->mode, msg, msglen)) < 0)
+	if ((err = api_step_mode_parse(&p->mode, body, "checkpoints", msg, msglen)) < 0)
 		return err;
-	if (err == 1)
-		p->mode = NULL;
-	if (p->mode && strcmp(p->mode, "none") && strcmp(p->mode, "every_step")) {
-		snprintf(msg, msglen, "field 'checkpoints' must be \"none\" or \"every_step\"");
-		return ORC_EINVALID;
-	}
 	if ((err = orc_json_get_int(body, "checkpoint_keep", &p->keep, 1, KEEP_MAX, msg, msglen)) < 0)
 		return err;
 	if ((err = orc_json_get_int(body, "checkpoint_ttl_seconds", &p->ttl, 1, TTL_MAX_S, msg,

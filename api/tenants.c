@@ -25,6 +25,7 @@
 
 #include "api.h"
 #include "buf.h"
+#include "checkpoint.h"
 #include "err.h"
 #include "json.h"
 #include "pg_json.h"
@@ -132,24 +133,6 @@ static json_object *tenant_view(PGresult *res, int row)
 	return o;
 }
 
-/* default_checkpoints of body: absent, null, "none" or "every_step". */
-static int parse_default_checkpoints(struct quota_patch *p, json_object *body, char *msg,
-				     size_t msglen)
-{
-	int err;
-
-	p->checkpoints_given = json_object_object_get_ex(body, "default_checkpoints", NULL);
-	if ((err = orc_json_get_str(body, "default_checkpoints", &p->checkpoints, msg, msglen)) < 0)
-		return err;
-	if (err == 1)
-		p->checkpoints = NULL;
-	if (p->checkpoints && strcmp(p->checkpoints, "none") && strcmp(p->checkpoints, "every_step")) {
-		snprintf(msg, msglen, "field 'default_checkpoints' must be \"none\", \"every_step\" or null");
-		return ORC_EINVALID;
-	}
-	return 0;
-}
-
 /* Read the quota fields of body; reject any field not in allowed. */
 static int parse_quotas(struct quota_patch *p, json_object *body, const char *const *allowed,
 			char *msg, size_t msglen)
@@ -186,7 +169,8 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 		if (err == 0)
 			snprintf(p->value[i], sizeof(p->value[i]), "%lld", (long long)n);
 	}
-	return parse_default_checkpoints(p, body, msg, msglen);
+	p->checkpoints_given = json_object_object_get_ex(body, "default_checkpoints", NULL);
+	return api_step_mode_parse(&p->checkpoints, body, "default_checkpoints", msg, msglen);
 }
 
 /* A POST /tenants body: a DNS-label name and the quotas; 0, or ORC_EINVALID and msg. */

@@ -45,7 +45,7 @@ SRC[api_route]="api/tenant_share.c api/rate_limit.c"; INC[api_route]=api; LIBS[a
 SRC[api_files]="api/sandbox_agent.c agent/files_base64.c agent/fsutil.c"; INC[api_files]=api
 LIBS[api_files]="$LIBS_REQ $($PKG_CONFIG --libs libcrypto)"
 INC[api_git]=api;                                    LIBS[api_git]=$LIBS_REQ
-INC[api_admin]=api;                                  LIBS[api_admin]=$LIBS_REQ
+SRC[api_admin]="api/step_policy.c"; INC[api_admin]=api; LIBS[api_admin]=$LIBS_REQ
 INC[api_replay]=api;                                 LIBS[api_replay]=$LIBS_REQ
 SRC[api_params]="api/cursor.c api/sandbox_agent.c api/validate.c"; INC[api_params]=api
 LIBS[api_params]=$LIBS_REQ
