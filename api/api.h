@@ -196,7 +196,9 @@ struct api_job_stream {
 	json_object *exit;            /* the "exit" line, once read */
 	char error[512];              /* an "error" line or a malformed stream */
 	int client_gone;
-	const char *job_id;           /* kept output is stored as it comes */
+	const char *job_id;           /* kept output is stored for readers */
+	size_t flushed[2];            /* bytes of out, err stored so far */
+	int64_t flushed_ms;           /* when last stored (the start at first) */
 };
 
 void api_job_stream_init(struct api_job_stream *s, const struct api_job_sink *sink, size_t cap,
@@ -207,11 +209,17 @@ int api_job_stream_feed(void *arg, const char *data, size_t n);
  * owned by the caller; NULL (and s->error says why) when none came. */
 json_object *api_job_stream_result(struct api_job_stream *s);
 void api_job_stream_release(struct api_job_stream *s);
+/* orc_agent_req.tick: store the output kept since the last time for
+ * attached readers (job_output.c), when API_JOB_OUTPUT_FLUSH_MS have passed
+ * since the job started or since the last time. */
+#define API_JOB_OUTPUT_FLUSH_MS 200
+int api_job_stream_tick(void *arg);
 
 /* job_output.c: a running job's output, readable from any offset. Append
- * n bytes of stream ("stdout"/"stderr") at off and wake readers. */
-void api_job_output_append(const char *job_id, const char *stream, size_t off,
-			   const char *data, size_t n);
+ * out_n bytes of stdout at out_off and err_n bytes of stderr at err_off
+ * (either may be 0) in one statement, and wake readers. */
+void api_job_output_append(const char *job_id, size_t out_off, const char *out, size_t out_n,
+			   size_t err_off, const char *err, size_t err_n);
 int api_job_stream_get(struct api_req *r);          /* GET /jobs/{id}/stream */
 
 /* ---- rate_limit.c: per-tenant token buckets (off when per_minute is 0) -- */

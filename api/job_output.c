@@ -2,9 +2,11 @@
  * A job's output while it runs, and GET /jobs/{id}/stream: attach to it
  * from a byte offset of each stream (sql/migrations/027_api_ux.sql).
  *
- * The runner appends each piece of kept output at its offset as it comes
- * (api_job_output_append). A reader asks for everything past its offsets
- * in one statement, so it sees either the running job's pieces or the
+ * The runner appends the kept output at its offsets (api_job_output_append)
+ * at most every API_JOB_OUTPUT_FLUSH_MS of the job (job_stream.c): a job
+ * that ends sooner writes no piece here, and its readers get its output
+ * from the job row when it ends. A reader asks for everything past its
+ * offsets in one statement, so it sees either the running job's pieces or the
  * finished job's stored output, never half of each; it sends what is new,
  * waits for the next notification, and ends with the finished job. Nothing
  * is held per reader but its offsets: any number of readers, on any
@@ -26,21 +28,25 @@
  * and a reader that has gone is noticed. */
 #define HEARTBEAT_MS (15 * 1000)
 
-void api_job_output_append(const char *job_id, const char *stream, size_t off,
-			   const char *data, size_t n)
+void api_job_output_append(const char *job_id, size_t out_off, const char *out, size_t out_n,
+			   size_t err_off, const char *err, size_t err_n)
 {
-	char offs[24];
-	const char *params[4] = { job_id, stream, offs, data };
-	int lengths[4] = { 0, 0, 0, (int)n }, formats[4] = { 0, 0, 0, 1 };
+	char o0[24], o1[24];
+	const char *params[5] = { job_id, o0, out_n ? out : "", o1, err_n ? err : "" };
+	int lengths[5] = { 0, 0, (int)out_n, 0, (int)err_n }, formats[5] = { 0, 0, 1, 0, 1 };
 	PGconn *db = NULL;
 
-	snprintf(offs, sizeof(offs), "%zu", off);
+	snprintf(o0, sizeof(o0), "%zu", out_off);
+	snprintf(o1, sizeof(o1), "%zu", err_off);
 	if (orc_pg_pool_acquire(&api_server.db, &db) < 0 ||
 	    orc_pg_query_bin(NULL, db,
-			     "WITH i AS (INSERT INTO job_output (job_id, stream, off, data)"
-			     " VALUES ($1, $2, $3::bigint, $4::bytea) ON CONFLICT DO NOTHING RETURNING 1)"
-			     " SELECT pg_notify('orchard_job_output', $1) FROM i",
-			     4, params, lengths, formats) < 0)
+			     "WITH v (stream, off, data) AS (VALUES ('stdout', $2::bigint, $3::bytea),"
+			     " ('stderr', $4::bigint, $5::bytea)),"
+			     " i AS (INSERT INTO job_output (job_id, stream, off, data)"
+			     " SELECT $1, v.stream, v.off, v.data FROM v WHERE octet_length(v.data) > 0"
+			     " ON CONFLICT DO NOTHING RETURNING 1)"
+			     " SELECT pg_notify('orchard_job_output', $1) WHERE EXISTS (SELECT 1 FROM i)",
+			     5, params, lengths, formats) < 0)
 		/* readers get it with the stored result when the job ends */
 		orc_log(ORC_LOG_WARN, "cannot store a piece of the job's output", "job_id", job_id, NULL);
 	orc_pg_pool_release(&api_server.db, db);

@@ -326,11 +326,12 @@ static void outcome_from_agent(struct job_outcome *o, json_object *resp, int64_t
 
 /*
  * The agent's answer to /exec with "stream": true: output lines passed to
- * sink (if any) as they come and stored for attached readers
- * (job_output.c), the exit line the result. Every job is run this way, so
+ * sink (if any) as they come and stored for attached readers every
+ * API_JOB_OUTPUT_FLUSH_MS (job_stream.c, job_output.c), the exit line the
+ * result. Every job is run this way, so
  * that any job can be followed while it runs.
  */
-static void call_stream(struct job_outcome *o, json_object **resp, const struct orc_agent_req *req,
+static void call_stream(struct job_outcome *o, json_object **resp, struct orc_agent_req *req,
 			int64_t timeout, size_t cap, const struct api_job_sink *sink, const char *job_id)
 {
 	struct api_job_stream js;
@@ -338,7 +339,10 @@ static void call_stream(struct job_outcome *o, json_object **resp, const struct 
 	int err;
 
 	api_job_stream_init(&js, sink, cap, job_id);
+	req->tick = api_job_stream_tick;
+	req->tick_arg = &js;
 	err = orc_agent_stream(&status, req, api_job_stream_feed, &js);
+	req->tick = NULL;
 	*resp = api_job_stream_result(&js);
 	o->broken = err < 0;
 	o->failure = "agent_error";

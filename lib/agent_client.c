@@ -34,6 +34,18 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	const struct orc_agent_req *req = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return req->tick(req->tick_arg) < 0;
+}
+
 static int perform(long *status_out, const struct orc_agent_req *req, struct sink *sink)
 {
 	struct curl_slist *hdrs = NULL;
@@ -83,10 +95,15 @@ static int perform(long *status_out, const struct orc_agent_req *req, struct sin
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
 	}
+	if (req->tick) {
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, req);
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	}
 	cc = curl_easy_perform(h);
 	if (sink->toobig)
 		err = ORC_ETOOBIG;
-	else if (sink->stopped)
+	else if (sink->stopped || cc == CURLE_ABORTED_BY_CALLBACK)
 		err = ORC_ERROR;
 	else if (cc == CURLE_OPERATION_TIMEDOUT)
 		err = ORC_ETIMEOUT;

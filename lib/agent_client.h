@@ -24,6 +24,11 @@ struct orc_agent_req {
 	size_t body_len;
 	long timeout_ms;
 	const char *request_id; /* may be NULL */
+	/* Called now and then while the call runs, also when nothing arrives
+	 * (libcurl's progress callback: often during a transfer, about once a
+	 * second when idle); < 0 ends the call (ORC_ERROR). May be NULL. */
+	int (*tick)(void *arg);
+	void *tick_arg;
 };
 
 int orc_agent_call(struct orc_buf *out, long *status_out, const struct orc_agent_req *req);
