@@ -12,11 +12,15 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
 import requests
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from stack import free_port  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOCKERFILE = os.path.join(REPO, "docker", "Dockerfile")
@@ -234,12 +238,15 @@ def test_bundled_agent_serves_health_from_an_empty_root(tmp_path, bundle):
     tokdir = tmp_path / "tok"
     tokdir.mkdir()
     (tokdir / "token").write_text("bundle-token\n")
+    # A free port, not a fixed one: a fixed port can be another test stack's
+    # (nginx's TLS port answered this test 400 once, in CI).
+    port = free_port()
     argv = _empty_root_argv(tmp_path, bundle, "--ro-bind", str(tokdir), "/run/orchard") + [
-        "/orchard/bin/orchard-agent", "--listen", "tcp:127.0.0.1:18823",
+        "/orchard/bin/orchard-agent", "--listen", f"tcp:127.0.0.1:{port}",
         "--token-file", "/run/orchard/token"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        url = "http://127.0.0.1:18823/health"
+        url = f"http://127.0.0.1:{port}/health"
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -250,6 +257,7 @@ def test_bundled_agent_serves_health_from_an_empty_root(tmp_path, bundle):
                 assert proc.poll() is None, proc.stderr.read().decode()
                 assert time.monotonic() < deadline, "agent did not listen"
                 time.sleep(0.05)
+        assert proc.poll() is None, "the agent exited; another process answered"
         assert r.status_code == 200 and r.json()["status"] == "ok"
         assert requests.get(url, timeout=2).status_code == 401
     finally:
@@ -276,8 +284,12 @@ def test_nginx_entrypoint_renders_a_config_nginx_accepts(tmp_path):
     conf = (tmp_path / "ngx" / "orchard.conf").read_text()
     assert "listen 0.0.0.0:8443 ssl;" in conf
     assert "unix:%s;" % (tmp_path / "api.sock") in conf
-    # the auth locations pass to the api's auth socket (default: <socket>.auth)
-    assert conf.count("fastcgi_pass unix:%s.auth;" % (tmp_path / "api.sock")) == 2
+    # every location the template sends to the auth socket passes to the
+    # api's auth socket (default: <socket>.auth)
+    with open(os.path.join(REPO, "nginx", "orchard.conf.in")) as f:
+        auth_locations = f.read().count("fastcgi_pass unix:@API_AUTH_SOCKET@;")
+    assert auth_locations >= 2
+    assert conf.count("fastcgi_pass unix:%s.auth;" % (tmp_path / "api.sock")) == auth_locations
     assert not re.search(r"@[A-Z_]+@", conf)
     assert os.readlink(tmp_path / "ngx" / "log" / "nginx-error.log") == "/dev/stderr"
 
