@@ -10,6 +10,25 @@
 #include "pgstmt.h"
 #include "xalloc.h"
 
+/*
+ * The server's notices, and the FATAL it sends an idle connection it
+ * terminates (pg_terminate_backend, a fast shutdown), reach libpq's notice
+ * processor, whose default writes them bare to stderr: our log, which is
+ * one JSON object per line. Log them as ours instead.
+ */
+static void log_notice(void *arg, const char *message)
+{
+	char buf[512];
+	size_t n;
+
+	(void)arg;
+	snprintf(buf, sizeof(buf), "%s", message);
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	orc_log(ORC_LOG_WARN, "database notice", "notice", buf, NULL);
+}
+
 int orc_pg_connect(PGconn **out, const char *conninfo)
 {
 	PGconn *c = PQconnectdb(conninfo);
@@ -19,6 +38,7 @@ int orc_pg_connect(PGconn **out, const char *conninfo)
 		PQfinish(c);
 		return ORC_EUNAVAIL;
 	}
+	PQsetNoticeProcessor(c, log_notice, NULL);
 	orc_pg_stmt_attach(c);
 	*out = c;
 	return 0;
