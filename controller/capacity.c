@@ -60,6 +60,16 @@ static int64_t scaled(int64_t raw, int64_t reserve, double ratio)
 	return raw > reserve ? (int64_t)((double)(raw - reserve) * ratio) : 0;
 }
 
+int ctl_capacity_overcommit(double *cpu_ratio, double *mem_ratio)
+{
+	int err;
+
+	if ((err = env_ratio(cpu_ratio, "ORCHARD_CPU_OVERCOMMIT", 8.0, 1000.0)) < 0 ||
+	    (err = env_ratio(mem_ratio, "ORCHARD_MEMORY_OVERCOMMIT", 1.0, 100.0)) < 0)
+		return err;
+	return 0;
+}
+
 int ctl_capacity_scale(struct ctl_capacity *out, int nodes, int64_t cpu_millis,
 		       int64_t memory_bytes, int64_t node_cpu_millis, int64_t node_memory_bytes)
 {
@@ -70,8 +80,7 @@ int ctl_capacity_scale(struct ctl_capacity *out, int nodes, int64_t cpu_millis,
 	if ((err = env_quantity(&cpu_reserve, "ORCHARD_CAPACITY_CPU_RESERVE", "0", orc_parse_cpu)) < 0 ||
 	    (err = env_quantity(&mem_reserve, "ORCHARD_CAPACITY_MEMORY_RESERVE", "1Gi",
 				orc_parse_memory)) < 0 ||
-	    (err = env_ratio(&cpu_ratio, "ORCHARD_CPU_OVERCOMMIT", 8.0, 1000.0)) < 0 ||
-	    (err = env_ratio(&mem_ratio, "ORCHARD_MEMORY_OVERCOMMIT", 1.0, 100.0)) < 0)
+	    (err = ctl_capacity_overcommit(&cpu_ratio, &mem_ratio)) < 0)
 		return err;
 	out->nodes = nodes;
 	out->cpu_millis = scaled(cpu_millis, cpu_reserve * nodes, cpu_ratio);

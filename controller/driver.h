@@ -192,6 +192,10 @@ void ctl_ids_free(char **ids, size_t n);
  * logging what is wrong. */
 int ctl_capacity_scale(struct ctl_capacity *out, int nodes, int64_t cpu_millis,
 		       int64_t memory_bytes, int64_t node_cpu_millis, int64_t node_memory_bytes);
+/* ORCHARD_CPU_OVERCOMMIT and ORCHARD_MEMORY_OVERCOMMIT (kubernetes: a
+ * pod requests its size divided by them, so the scheduler packs as
+ * admission does). */
+int ctl_capacity_overcommit(double *cpu_ratio, double *mem_ratio);
 /* The local driver's: this host's online cpus and physical memory. */
 int ctl_capacity_host(struct ctl_driver *d, struct ctl_capacity *out);
 #endif

@@ -19,6 +19,7 @@
  *   k8s_watch.c    LIST + WATCH thread keeping a table of our pods
  *   k8s_driver.c   the ctl_driver_ops table
  *   k8s_checkpoint.c checkpoints: agent tar streams in the checkpoint store
+ *   k8s_nodes.c    capacity: a thread listing the nodes sandboxes may use
  *
  * Threads: the controller's loop calls the driver ops; one watch thread of
  * the driver's own keeps the pod table (mutex + condition variable) and
@@ -86,6 +87,7 @@ struct k8s_config {
 	int64_t request_timeout_ms;   /* one API request */
 	int64_t retry_budget_ms;      /* all attempts of one API call */
 	int64_t watch_timeout_s;      /* a watch's timeoutSeconds */
+	int64_t nodes_refresh_s;      /* list the nodes (capacity) this often */
 };
 
 /* Fill cfg from the environment. ORC_EINVALID (logged) on a bad value. */
@@ -210,4 +212,15 @@ void k8s_watch_wait(struct k8s_watch *w, uint64_t seen, int64_t until_ms);
  * message, or vanished; drain() calls fn with each such id. */
 int k8s_watch_fd(struct k8s_watch *w);
 void k8s_watch_drain(struct k8s_watch *w, ctl_ready_fn fn, void *arg);
+
+/* ---- capacity (k8s_nodes.c) -------------------------------------------------- */
+
+struct k8s_nodes;
+
+/* Start the thread that lists the nodes every cfg->nodes_refresh_s. */
+int k8s_nodes_start(struct k8s_nodes **out, struct k8s_client *c, const struct k8s_config *cfg);
+void k8s_nodes_stop(struct k8s_nodes *n);
+/* ops->capacity: the last listing, scaled (ctl_capacity_scale); never
+ * waits. ORC_EUNAVAIL while no listing has found a usable node yet. */
+int k8s_nodes_capacity(struct k8s_nodes *n, struct ctl_capacity *out);
 #endif

@@ -255,7 +255,8 @@ int k8s_config_load(struct k8s_config *cfg)
 	    (err = get_int(&cfg->request_timeout_ms, "ORCHARD_K8S_REQUEST_TIMEOUT_MS", 10000, 100,
 			   600000)) < 0 ||
 	    (err = get_int(&cfg->retry_budget_ms, "ORCHARD_K8S_RETRY_BUDGET_MS", 30000, 0, 600000)) < 0 ||
-	    (err = get_int(&cfg->watch_timeout_s, "ORCHARD_K8S_WATCH_TIMEOUT_S", 300, 1, 3600)) < 0)
+	    (err = get_int(&cfg->watch_timeout_s, "ORCHARD_K8S_WATCH_TIMEOUT_S", 300, 1, 3600)) < 0 ||
+	    (err = get_int(&cfg->nodes_refresh_s, "ORCHARD_K8S_NODES_REFRESH_S", 30, 1, 3600)) < 0)
 		goto done;
 done:
 	if (err < 0)

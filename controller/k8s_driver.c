@@ -39,6 +39,7 @@ struct k8s_driver {
 	struct k8s_client *client;
 	struct k8s_watch *watch;
 	struct k8s_store *store;
+	struct k8s_nodes *nodes;
 	unsigned list_calls;
 };
 
@@ -100,7 +101,8 @@ static int k8s_init(struct ctl_driver *d)
 	if ((err = k8s_store_open(&kd->store, d->cfg->state_dir)) < 0)
 		return err;
 	k8s_client_new(&kd->client, &kd->cfg);
-	if ((err = k8s_watch_start(&kd->watch, kd->client, &kd->cfg)) < 0)
+	if ((err = k8s_watch_start(&kd->watch, kd->client, &kd->cfg)) < 0 ||
+	    (err = k8s_nodes_start(&kd->nodes, kd->client, &kd->cfg)) < 0)
 		return err;
 	/*
 	 * The loop acts on rows whose driver column equals cfg->driver, which
@@ -123,6 +125,7 @@ static void k8s_release(struct ctl_driver *d)
 
 	if (!kd)
 		return;
+	k8s_nodes_stop(kd->nodes);
 	k8s_watch_stop(kd->watch);
 	k8s_client_free(kd->client);
 	k8s_config_release(&kd->cfg);
@@ -529,6 +532,11 @@ static void k8s_drain(struct ctl_driver *d, ctl_ready_fn fn, void *arg)
 	k8s_watch_drain(kd_of(d)->watch, fn, arg);
 }
 
+static int k8s_capacity(struct ctl_driver *d, struct ctl_capacity *out)
+{
+	return k8s_nodes_capacity(kd_of(d)->nodes, out);
+}
+
 const struct ctl_driver_ops ctl_driver_k8s = {
 	.name = "kubernetes",
 	.init = k8s_init,
@@ -548,4 +556,5 @@ const struct ctl_driver_ops ctl_driver_k8s = {
 	.checkpoint_list = k8s_checkpoint_list,
 	.checkpoint_agent = k8s_checkpoint_take,
 	.restore_agent = k8s_checkpoint_restore,
+	.capacity = k8s_capacity,
 };

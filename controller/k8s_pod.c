@@ -189,12 +189,24 @@ static json_object *sandbox_resources(const struct k8s_config *cfg, const struct
 {
 	json_object *res = json_object_new_object();
 	json_object *req = json_object_new_object(), *lim = json_object_new_object();
-	char cpu[32], mem[32];
+	int64_t cpu_n = sb->cpu_millis > 0 ? sb->cpu_millis : 1;
+	int64_t mem_n = sb->memory_bytes > 0 ? sb->memory_bytes : 1;
+	char cpu[32], mem[32], rcpu[32], rmem[32];
+	double cpu_ratio = 1, mem_ratio = 1;
+	int64_t rc, rm;
 
-	snprintf(cpu, sizeof(cpu), "%lldm", (long long)(sb->cpu_millis > 0 ? sb->cpu_millis : 1));
-	snprintf(mem, sizeof(mem), "%lld", (long long)(sb->memory_bytes > 0 ? sb->memory_bytes : 1));
-	put_str(req, "cpu", cpu);
-	put_str(req, "memory", mem);
+	/* Requests are the size over the overcommit ratios (capacity.c), so
+	 * the scheduler places what admission admitted; limits the size. */
+	if (ctl_capacity_overcommit(&cpu_ratio, &mem_ratio) < 0)
+		cpu_ratio = mem_ratio = 1;
+	snprintf(cpu, sizeof(cpu), "%lldm", (long long)cpu_n);
+	snprintf(mem, sizeof(mem), "%lld", (long long)mem_n);
+	rc = (int64_t)((double)cpu_n / cpu_ratio);
+	rm = (int64_t)((double)mem_n / mem_ratio);
+	snprintf(rcpu, sizeof(rcpu), "%lldm", (long long)(rc > 0 ? rc : 1));
+	snprintf(rmem, sizeof(rmem), "%lld", (long long)(rm > 0 ? rm : 1));
+	put_str(req, "cpu", rcpu);
+	put_str(req, "memory", rmem);
 	put_str(req, "ephemeral-storage", cfg->ephemeral_request);
 	put_str(lim, "cpu", cpu);
 	put_str(lim, "memory", mem);

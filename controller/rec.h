@@ -68,6 +68,7 @@ struct rec {
 				  * checkpoint pass (within CKPT_POLL_MS) */
 	struct ctl_capacity cap; /* the driver's, refreshed every sweep (have_cap) */
 	int have_cap;
+	int cap_unknown;         /* the driver cannot tell yet (ORC_EUNAVAIL): admit all */
 	int freed;               /* a sandbox failed or was deleted: admit again */
 };
 

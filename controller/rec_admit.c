@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "log.h"
 #include "strutil.h"
 #include "xalloc.h"
@@ -346,8 +347,12 @@ int rec_capacity_refresh(struct rec *r)
 
 	if (!r->drv->ops->capacity)
 		return 0;
-	if ((err = r->drv->ops->capacity(r->drv, &cap)) < 0)
-		return err;
+	/* ORC_EUNAVAIL: not known yet (kubernetes before its first node
+	 * listing): admit as a driver without capacity does until it is. */
+	err = r->drv->ops->capacity(r->drv, &cap);
+	r->cap_unknown = err == ORC_EUNAVAIL && !r->have_cap;
+	if (err < 0)
+		return err == ORC_EUNAVAIL ? 0 : err;
 	r->cap = cap;
 	r->have_cap = 1;
 	snprintf(nodes, sizeof(nodes), "%d", cap.nodes);
@@ -374,8 +379,10 @@ void rec_admit(struct rec *r)
 	if (!r->db)
 		return;
 	if (!r->have_cap) {
-		/* A driver without capacity: everything is admitted at once. */
-		if (r->drv->ops->capacity || rec_db_query(r, &res, admit_all_sql, 1, p) < 0)
+		/* A driver without capacity, or one that cannot tell yet:
+		 * everything is admitted at once. */
+		if ((r->drv->ops->capacity && !r->cap_unknown) ||
+		    rec_db_query(r, &res, admit_all_sql, 1, p) < 0)
 			return;
 		for (int i = 0; i < PQntuples(res); i++)
 			notify_admitted(r, PQgetvalue(res, i, 0));

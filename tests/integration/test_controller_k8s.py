@@ -299,7 +299,9 @@ def test_pod_spec_follows_the_contract(k8s):
                             "--token-file", "/run/orchard/token"]
     assert main["readinessProbe"]["tcpSocket"] == {"port": "agent"}
     res = main["resources"]
-    assert res["limits"]["cpu"] == res["requests"]["cpu"] == "250m"
+    # Requests are the size over the overcommit ratios (cpu 8, memory 1 by
+    # default), so the scheduler packs as admission does; limits the size.
+    assert res["limits"]["cpu"] == "250m" and res["requests"]["cpu"] == "31m"
     assert res["limits"]["memory"] == res["requests"]["memory"] == "134217728"
     assert res["limits"]["ephemeral-storage"] == "10Gi"
     for c in (init, main):
@@ -321,6 +323,10 @@ def test_pod_spec_follows_the_contract(k8s):
 
 
 def test_configured_scheduling_and_security_options_reach_the_pod(k8s):
+    # A node the selector picks, tainted as the toleration allows (no
+    # capacity, no admission: the default fake-node-1 lacks the label).
+    k8s.fake.add_node("pool-1", "8", "32Gi", labels={"orchard.dev/pool": "sandboxes"},
+                      taints=[{"key": "orchard.dev/sandbox", "effect": "NoSchedule"}])
     k8s.start(ORCHARD_K8S_RUNTIME_CLASS="gvisor",
               ORCHARD_K8S_NODE_SELECTOR='{"orchard.dev/pool": "sandboxes"}',
               ORCHARD_K8S_TOLERATIONS='[{"key": "orchard.dev/sandbox", "operator": "Exists",'
@@ -544,6 +550,86 @@ def test_fifty_creates_progress_at_once(k8s):
                           if p["metadata"]["name"].startswith("sb-k-many-" + tag)]) == 5,
              timeout=30, what="45 pods removed")
     k8s.assert_no_invalid_requests()
+
+
+# ---- capacity (GET /api/v1/nodes) -------------------------------------------------------
+
+
+def capacity_row(k8s):
+    rows = k8s.pg.sql("SELECT nodes, cpu_millis, memory_bytes, node_cpu_millis, node_memory_bytes"
+                      " FROM driver_capacity WHERE driver = 'kubernetes'")
+    return tuple(int(v) for v in rows[0]) if rows else None
+
+
+def queue(k8s, sid):
+    return k8s.pg.sql("SELECT state, admitted_at IS NOT NULL, queue_position, queue_reason,"
+                      " state_message FROM sandboxes WHERE id = '%s'" % sid)[0]
+
+
+def test_capacity_is_the_allocatable_of_the_nodes_pods_may_use_and_admission_follows_it(k8s):
+    gi = 1 << 30
+    k8s.fake.remove_node("fake-node-1")
+    pool = {"pool": "sandbox"}
+    k8s.fake.add_node("a", "2", "4Gi", labels=pool)
+    k8s.fake.add_node("b", "1500m", "2097152Ki", labels=pool,     # tolerated taint
+                      taints=[{"key": "orchard", "value": "yes", "effect": "NoSchedule"}])
+    k8s.fake.add_node("tainted", "64", "256Gi", labels=pool,
+                      taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    k8s.fake.add_node("soft", "500m", "1Gi", labels=pool,          # only a preference
+                      taints=[{"key": "x", "effect": "PreferNoSchedule"}])
+    k8s.fake.add_node("cordoned", "64", "256Gi", labels=pool, unschedulable=True)
+    k8s.fake.add_node("notready", "64", "256Gi", labels=pool, ready=False)
+    k8s.fake.add_node("elsewhere", "64", "256Gi", labels={"pool": "other"})
+    k8s.start(ORCHARD_K8S_NODE_SELECTOR='{"pool": "sandbox"}',
+              ORCHARD_K8S_TOLERATIONS='[{"key": "orchard", "operator": "Equal", "value": "yes",'
+                                      ' "effect": "NoSchedule"}]',
+              ORCHARD_K8S_NODES_REFRESH_S="1", ORCHARD_CPU_OVERCOMMIT="1",
+              ORCHARD_CAPACITY_MEMORY_RESERVE="0")
+    want = (3, 4000, 7 * gi, 2000, 4 * gi)
+    wait_for(lambda: capacity_row(k8s) == want, timeout=30, what="capacity %r" % (want,))
+    lists = k8s.fake.requests_matching("GET", "/api/v1/nodes$")
+    assert lists and all(r["query"].get("labelSelector") == "pool=sandbox" for r in lists), lists
+
+    # Larger than the largest usable node: fails at once, no pod.
+    big, _ = k8s.insert(cpu_millis=2500, memory_bytes=256 << 20)
+    row = k8s.wait_state(big, "failed")
+    assert "larger than any node" in row["message"], row
+    assert k8s.pod(big) is None
+    # 3 x 1500m on 4000m: two run, the third waits for capacity without a pod.
+    first = [ready_sandbox(k8s, cpu_millis=1500, memory_bytes=256 << 20)[0] for _ in range(2)]
+    third, _ = k8s.insert(cpu_millis=1500, memory_bytes=256 << 20, timeout=120)
+    wait_for(lambda: queue(k8s, third)[2] == "1", what="queue position")
+    state, admitted, _, reason, _ = queue(k8s, third)
+    assert state == "pending" and admitted == "f" and "waiting for capacity" in reason
+    time.sleep(1.5)                       # a few sweeps: still no pod for it
+    assert k8s.pod(third) is None and queue(k8s, third)[1] == "f"
+    # One is deleted: the third is admitted and comes up.
+    k8s.delete(first[0])
+    k8s.wait_state(third, "ready", timeout=60)
+    # A new node is picked up by the next listing.
+    k8s.fake.add_node("c", "4", "8Gi", labels=pool)
+    want = (4, 8000, 15 * gi, 4000, 8 * gi)
+    wait_for(lambda: capacity_row(k8s) == want, timeout=30, what="capacity %r" % (want,))
+    k8s.assert_no_invalid_requests()
+
+
+def test_until_the_nodes_can_be_listed_admission_is_left_to_the_scheduler(k8s):
+    # As with a role that may not list nodes: 403 until it is fixed.
+    k8s.fake.fault(403, method="GET", path="/api/v1/nodes$", count=None,
+                   message='nodes is forbidden: User "system:serviceaccount:orchard:orchard-'
+                           'controller" cannot list resource "nodes" in API group ""')
+    k8s.pg.sql("DELETE FROM driver_capacity WHERE driver = 'kubernetes'")
+    c = k8s.start(ORCHARD_K8S_NODES_REFRESH_S="1", ORCHARD_CPU_OVERCOMMIT="1")
+    big, _ = k8s.insert(cpu_millis=100000, timeout=120)    # more than fake-node-1's 64
+    wait_for(lambda: "listing nodes failed" in c.log() and "cannot list" in c.log(),
+             what="the failure logged")
+    k8s.wait_state(big, "ready", timeout=60)    # admitted: the scheduler decides
+    assert capacity_row(k8s) is None and c.proc.poll() is None
+    k8s.fake.clear_faults()
+    wait_for(lambda: capacity_row(k8s) == (1, 64000, 255 << 30, 64000, 255 << 30), timeout=30,
+             what="capacity once listed")
+    too_big, _ = k8s.insert(cpu_millis=100000)
+    assert "larger than any node" in k8s.wait_state(too_big, "failed")["message"]
 
 
 def test_container_exit_after_ready_fails_the_row(k8s):

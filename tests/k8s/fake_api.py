@@ -25,6 +25,7 @@ RESOURCES = {
     "networkpolicies": ("/apis/networking.k8s.io/v1", "networking.k8s.io/v1",
                         "NetworkPolicy", True, True),
     "namespaces": ("/api/v1", "v1", "Namespace", False, False),
+    "nodes": ("/api/v1", "v1", "Node", False, False),
 }
 
 PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json",

@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import k8s_validate  # noqa: E402
 from fake_api import RESOURCES, Api  # noqa: E402
 from fake_control import CONTROL_ROUTES  # noqa: E402
 from fake_kubelet import Kubelet  # noqa: E402
@@ -40,7 +41,7 @@ PREFIX = r"(?P<prefix>/api/v1|/apis/networking\.k8s\.io/v1)"
 ROUTES = [
     re.compile(r"^" + PREFIX + r"(?P<watch>/watch)?/namespaces/(?P<ns>[^/]+)/"
                r"(?P<resource>[a-z]+)(?:/(?P<name>[^/]+)(?P<sub>/status)?)?$"),
-    re.compile(r"^" + PREFIX + r"(?P<watch>/watch)?/(?P<resource>namespaces)"
+    re.compile(r"^" + PREFIX + r"(?P<watch>/watch)?/(?P<resource>namespaces|nodes)"
                r"(?:/(?P<name>[^/]+))?$"),
     re.compile(r"^" + PREFIX + r"(?P<watch>/watch)?/(?P<resource>[a-z]+)$"),
 ]
@@ -196,10 +197,11 @@ class Handler(BaseHTTPRequestHandler):
         resource, ns, name = g["resource"], g.get("ns"), g.get("name")
         if resource not in RESOURCES or RESOURCES[resource][0] != g["prefix"]:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
-        if resource == "namespaces":
+        if not RESOURCES[resource][3]:      # cluster-scoped: namespaces, nodes
+            if ns is not None:
+                raise ApiError(404, "the server could not find the requested resource",
+                               "NotFound")
             ns = None
-        elif not RESOURCES[resource][3]:
-            raise ApiError(404, "the server could not find the requested resource")
         if g.get("watch") or (method == "GET" and not name and
                               query.get("watch") in ("1", "true")):
             if method != "GET":
@@ -211,7 +213,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET":
             code, out = api.get(resource, ns, name) if name else api.list(resource, ns, query)
         elif method == "POST" and not name:
-            if resource == "namespaces" or ns is None:
+            if not RESOURCES[resource][4] or ns is None:
                 raise ApiError(405, "the server does not allow this method on the requested "
                                "resource", "MethodNotAllowed")
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -285,7 +287,8 @@ class FakeApiServer:
     def __init__(self, host="127.0.0.1", port=0, token=None,
                  namespaces=("orchard-sandboxes",), ready_delay=0.2, delete_delay=0.2,
                  window=1000, bookmark_interval=1.0, runner=None,
-                 decode_error_status=422, pod_ip_prefix="127.0.0.", verbose=False):
+                 decode_error_status=422, pod_ip_prefix="127.0.0.", verbose=False,
+                 nodes=(("fake-node-1", "64", "256Gi"),)):
         self.host, self.port, self.token, self.verbose = host, port, token, verbose
         self.store = Store(window)
         self.kubelet = Kubelet(self.store, ready_delay, delete_delay, pod_ip_prefix, runner)
@@ -299,6 +302,8 @@ class FakeApiServer:
         self.thread = None
         for ns in namespaces:
             self.add_namespace(ns)
+        for name, cpu, memory in nodes:
+            self.add_node(name, cpu, memory)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -339,8 +344,34 @@ class FakeApiServer:
             "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
 
+    def add_node(self, name, cpu, memory, labels=None, taints=None, ready=True,
+                 unschedulable=False):
+        """A Node (validated against V1Node) with status.allocatable cpu/memory."""
+        node = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name},
+                                                     **(labels or {}))},
+            "spec": {"unschedulable": unschedulable, "taints": taints or []},
+            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                       "reason": "KubeletReady" if ready else "KubeletNotReady"}]}}
+        if not taints:
+            del node["spec"]["taints"]
+        causes = k8s_validate.validate_object(node, "Node", "v1")
+        for key in ("cpu", "memory"):
+            k8s_validate._check_quantity(node["status"]["allocatable"][key],
+                                         "status.allocatable[%s]" % key, causes)
+        if causes:
+            raise ValueError("invalid node: %r" % causes)
+        if self.store.create("nodes", node) is None:
+            raise ValueError("node %s exists" % name)
+
+    def remove_node(self, name):
+        self.store.remove("nodes", None, name)
+
     def get(self, resource, ns, name):
-        return self.store.get(resource, None if resource == "namespaces" else ns, name)
+        return self.store.get(resource, ns if RESOURCES[resource][3] else None, name)
 
     def objects(self, resource, ns=None):
         return [o for o in self.store.items(resource)

@@ -101,7 +101,15 @@ def test_kubectl_kustomize_renders_the_same(target):
 
 def test_rbac_is_least_privilege():
     objs = render("base")
-    assert not by_kind(objs, "ClusterRole") and not by_kind(objs, "ClusterRoleBinding")
+    # Cluster-wide: only reading nodes (the kubernetes driver's capacity).
+    (crole,) = by_kind(objs, "ClusterRole")
+    assert crole["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                               "verbs": ["get", "list"]}]
+    (crb,) = by_kind(objs, "ClusterRoleBinding")
+    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": crole["metadata"]["name"]}
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "orchard-controller",
+                                "namespace": "orchard"}]
     (role,) = by_kind(objs, "Role")
     assert role["metadata"]["namespace"] == NS
     resources = {r for rule in role["rules"] for r in rule["resources"]}
