@@ -1044,3 +1044,17 @@ def test_whole_stack_survives_a_controller_restart_and_a_lost_watch(kstack):
     assert "OOMKilled" in json.dumps(r.json()), r.json()
     s.wait_for(lambda: fake.get("pods", NS, "sb-" + sid) is None, what="failed pod removed")
     admin.delete("%s/v1/sandboxes/%s" % (s.url, later))
+
+
+def test_whole_stack_a_size_no_node_can_hold_is_422(kstack):
+    # fake-node-1: 64 cpus, 256Gi allocatable; less the 1Gi reserve, memory
+    # not overcommitted: 255Gi is the most one sandbox may ask for.
+    s = kstack.stack
+    admin = s.session()
+    wait_for(lambda: (admin.get(s.url + "/v1/resources").json().get("admission") or {})
+             .get("largest_node", {}).get("memory_bytes") == 255 << 30, timeout=30,
+             what="the kubernetes capacity in /v1/resources")
+    n = s.scalar("SELECT count(*) FROM sandboxes")
+    r = admin.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim", "memory": "300Gi"})
+    assert r.status_code == 422 and "larger than any node" in r.text, r.text
+    assert s.scalar("SELECT count(*) FROM sandboxes") == n
