@@ -616,3 +616,36 @@ def test_local_runner_starts_the_container_on_the_pod_ip(tmp_path):
         p = fake.wait_pod_phase(NS, "rt", "Failed")
         assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
     assert os.path.isdir(str(tmp_path / "pods"))
+
+
+# ---- nodes (cluster-scoped, read-only) ----------------------------------------
+
+def test_nodes_are_listed_by_label_read_only_and_validated(fake_k8s):
+    fake_k8s.add_node("pool-a", "3920m", "16318384Ki", labels={"pool": "a"},
+                      taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])
+    url = fake_k8s.url + "/api/v1/nodes"
+    r = requests.get(url, headers=AUTH, timeout=5)
+    assert r.status_code == 200 and r.json()["kind"] == "NodeList", r.text
+    items = {n["metadata"]["name"]: n for n in r.json()["items"]}
+    assert set(items) == {"fake-node-1", "pool-a"}
+    assert items["pool-a"]["status"]["allocatable"]["cpu"] == "3920m"
+    assert items["pool-a"]["spec"]["taints"][0]["effect"] == "NoSchedule"
+    assert "kind" not in items["pool-a"]
+    r = requests.get(url, headers=AUTH, params={"labelSelector": "pool=a", "limit": "1"},
+                     timeout=5)
+    assert [n["metadata"]["name"] for n in r.json()["items"]] == ["pool-a"]
+    assert requests.get(url + "/pool-a", headers=AUTH, timeout=5).json()["metadata"]["name"] \
+        == "pool-a"
+    assert_status(requests.get(url + "/nope", headers=AUTH, timeout=5), 404, "NotFound")
+    assert_status(requests.post(url, headers=JSON, data="{}", timeout=5), 405,
+                  "MethodNotAllowed")
+    assert_status(requests.get(pods_url(fake_k8s).replace("/pods", "/nodes"), headers=AUTH,
+                               timeout=5), 404, "NotFound")      # not namespaced
+    assert requests.get(url, timeout=5).status_code == 401
+    with pytest.raises(ValueError):
+        fake_k8s.add_node("bad", "lots", "1Gi")
+    with pytest.raises(ValueError):
+        fake_k8s.add_node("pool-a", "1", "1Gi")
+    fake_k8s.remove_node("pool-a")
+    assert [n["metadata"]["name"] for n in requests.get(url, headers=AUTH, timeout=5)
+            .json()["items"]] == ["fake-node-1"]
