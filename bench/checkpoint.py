@@ -112,8 +112,12 @@ def sync_fs(path):
 
 def run_backend(backend, args, out):
     var = make_tmpdir("ckb-")
-    # debug: the controller logs each snapshot's and byte count's time
-    stack = Stack(var=var, env={"ORCHARD_CHECKPOINT_BACKEND": backend, "ORCHARD_LOG_LEVEL": "debug"})
+    # debug: the controller logs each snapshot's and byte count's time.
+    # Admission (docs/controller.md) holds 2 cpus x 8 = 16 one-cpu
+    # sandboxes here: the parent plus 16 forks would leave one fork queued
+    # and the bench waiting on it, so overcommit enough for all of them.
+    stack = Stack(var=var, env={"ORCHARD_CHECKPOINT_BACKEND": backend, "ORCHARD_LOG_LEVEL": "debug",
+                                "ORCHARD_CPU_OVERCOMMIT": str(min(1000, max(8, 4 * (args.forks + 1))))})
     state = os.path.join(var, "sandboxes")
     mount = btrfs_loop.mounted(state, args.btrfs_size) if backend == "btrfs" else contextlib.nullcontext()
     with mount:
