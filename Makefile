@@ -61,7 +61,7 @@ PROGRAMS = $(BINDIR)/orchard-api $(BINDIR)/orchard-controller $(BINDIR)/orchard-
 api_SRC = $(wildcard api/*.c)
 api_LIBS = -lfcgi $(LIBS_pg) $(call pc,libargon2) $(call pc,libcrypto) $(LIBS_common)
 controller_SRC = $(wildcard controller/*.c)
-controller_LIBS = $(LIBS_pg) $(call pc,libseccomp) $(LIBS_common)
+controller_LIBS = $(LIBS_pg) $(call pc,libseccomp) $(call pc,yaml-0.1) $(LIBS_common)
 agent_SRC = $(wildcard agent/*.c)
 # Idle RSS (issue 3; bench/README.md, "Agent memory"): libgit2 and
 # libarchive are dlopened on first use (agent/dl.h); libmicrohttpd is static

@@ -182,15 +182,21 @@ static int find_replay(PGresult **out, PGconn *db, struct api_req *r, const char
 	return 0;
 }
 
-/* Local driver: is the image "host" or imported? ORC_EINVALID with msg
- * when not. (An image removed after this check fails the row in the
- * controller with the same hint.) */
+/* Local driver: is the image "host" or imported? Kubernetes driver: not
+ * "host" (it would be pulled as a container image and end in
+ * ErrImagePull). ORC_EINVALID with msg when not. (An image removed after
+ * this check fails the row in the controller with the same hint.) */
 static int check_image(PGconn *db, const char *image, char *msg, size_t msglen)
 {
 	const char *params[1] = { image };
 	PGresult *res = NULL;
 	int err, found;
 
+	if (!strcmp(image, "host") && !strcmp(api_server.driver, "kubernetes")) {
+		snprintf(msg, msglen, "image \"host\" is the local driver's: under the kubernetes "
+			 "driver give a container image (e.g. python:3.11-slim)");
+		return ORC_EINVALID;
+	}
 	if (!strcmp(image, "host") || strcmp(api_server.driver, "local"))
 		return 0;
 	if ((err = orc_pg_query(&res, db, "SELECT 1 FROM images WHERE name = $1", 1, params)) < 0)

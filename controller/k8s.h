@@ -13,6 +13,7 @@
  * state to sandbox state.
  *
  *   k8s_config.c   ORCHARD_K8S_* settings
+ *   k8s_kubeconfig.c KUBECONFIG: server and credentials of the current context
  *   k8s_client.c   HTTP to the API server: auth, retries, concurrency bound
  *   k8s_pod.c      the Pod, Secret and NetworkPolicy bodies
  *   k8s_podstate.c a pod object -> pending / ready / failed (+ message)
@@ -61,7 +62,11 @@ const char *ctl_driver_k8s_select(const struct ctl_config *cfg);
 struct k8s_config {
 	char *api_url;           /* without a trailing slash */
 	char *token_file;        /* NULL: no Authorization header */
-	char *ca_file;           /* NULL: the system's CAs */
+	char *ca_file;           /* NULL: the system's CAs (unless ca_pem) */
+	char *token;             /* KUBECONFIG's inline token (token_file NULL) */
+	char *ca_pem;            /* KUBECONFIG's *-data, PEM text; else the files: */
+	char *cert_pem, *key_pem;
+	char *cert_file, *key_file;  /* client certificate and key, or NULL */
 	char *ns;                /* sandbox namespace */
 	char *agent_image;
 	char *tools_image;       /* ORCHARD_K8S_TOOLS_IMAGE: the sandbox-tools bundle at
@@ -81,6 +86,9 @@ struct k8s_config {
 	char *ephemeral_limit;
 	int agent_port;
 	int run_as_non_root;
+	int64_t run_as_user;     /* with run_as_non_root: runAsUser, runAsGroup and
+				  * fsGroup (the token Secret is then 0440, group
+				  * fsGroup: the agent can read it) */
 	int max_inflight;
 	int64_t grace_s;              /* terminationGracePeriodSeconds */
 	int64_t pending_timeout_s;    /* an unschedulable pod fails after this */
@@ -92,6 +100,9 @@ struct k8s_config {
 
 /* Fill cfg from the environment. ORC_EINVALID (logged) on a bad value. */
 int k8s_config_load(struct k8s_config *cfg);
+/* The server and credentials of KUBECONFIG's current context
+ * (k8s_kubeconfig.c); paths is the colon-separated list. */
+int k8s_kubeconfig_load(struct k8s_config *cfg, const char *paths);
 void k8s_config_release(struct k8s_config *cfg);
 
 /* ---- API server client (k8s_client.c) ------------------------------------- */

@@ -117,7 +117,7 @@ static char *token_get(struct k8s_client *c, int force)
 	char *fresh = NULL, *copy = NULL;
 
 	if (!path)
-		return NULL;
+		return c->cfg->token ? xstrdup(c->cfg->token) : NULL;
 	pthread_mutex_lock(&c->lock);
 	if (stat(path, &st) == 0 &&
 	    (force || !c->token || st.st_ino != c->token_st.st_ino || st.st_size != c->token_st.st_size ||
@@ -192,6 +192,19 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 }
 
 /* The thread's easy handle, reset, with the options every call shares. */
+/* KUBECONFIG's inline CA, client certificate or key (PEM), when set. */
+static void set_pem(CURL *h, CURLoption opt, char *pem)
+{
+	struct curl_blob blob;
+
+	if (!pem)
+		return;
+	blob.data = pem;
+	blob.len = strlen(pem);
+	blob.flags = CURL_BLOB_COPY;
+	curl_easy_setopt(h, opt, &blob);
+}
+
 static CURL *handle_for(struct k8s_client *c, CURL *own)
 {
 	CURL *h = own;
@@ -213,6 +226,13 @@ static CURL *handle_for(struct k8s_client *c, CURL *own)
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "orchard-controller");
 	if (c->cfg->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->cfg->ca_file);
+	set_pem(h, CURLOPT_CAINFO_BLOB, c->cfg->ca_pem);
+	set_pem(h, CURLOPT_SSLCERT_BLOB, c->cfg->cert_pem);
+	set_pem(h, CURLOPT_SSLKEY_BLOB, c->cfg->key_pem);
+	if (c->cfg->cert_file)
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cfg->cert_file);
+	if (c->cfg->key_file)
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->cfg->key_file);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);

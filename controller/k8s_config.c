@@ -151,10 +151,11 @@ static int get_json(json_object **out, const char *name, json_type type)
 	return 0;
 }
 
-/* Where the API server is: ORCHARD_K8S_API_URL, else in-cluster. */
+/* Where the API server is: ORCHARD_K8S_API_URL, else KUBECONFIG, else
+ * in-cluster. */
 static int api_location(struct k8s_config *cfg)
 {
-	const char *url = env("ORCHARD_K8S_API_URL");
+	const char *url = env("ORCHARD_K8S_API_URL"), *kubeconfig = env("KUBECONFIG");
 	const char *host = env("KUBERNETES_SERVICE_HOST"), *port = env("KUBERNETES_SERVICE_PORT");
 	size_t n;
 
@@ -169,9 +170,11 @@ static int api_location(struct k8s_config *cfg)
 		cfg->ca_file = dup_env("ORCHARD_K8S_CA_FILE", NULL);
 		return 0;
 	}
+	if (kubeconfig)
+		return k8s_kubeconfig_load(cfg, kubeconfig);
 	if (!host || !port) {
-		orc_log(ORC_LOG_ERROR, "kubernetes driver: set ORCHARD_K8S_API_URL, or run in a pod "
-			"(KUBERNETES_SERVICE_HOST/PORT)", NULL);
+		orc_log(ORC_LOG_ERROR, "kubernetes driver: set ORCHARD_K8S_API_URL or KUBECONFIG, or "
+			"run in a pod (KUBERNETES_SERVICE_HOST/PORT)", NULL);
 		return ORC_EINVALID;
 	}
 	cfg->api_url = strchr(host, ':') ? xasprintf("https://[%s]:%s", host, port)
@@ -247,6 +250,8 @@ int k8s_config_load(struct k8s_config *cfg)
 	if ((err = get_int(&n, "ORCHARD_K8S_RUN_AS_NON_ROOT", 0, 0, 1)) < 0)
 		goto done;
 	cfg->run_as_non_root = (int)n;
+	if ((err = get_int(&cfg->run_as_user, "ORCHARD_K8S_RUN_AS_USER", 65532, 1, 2147483647)) < 0)
+		goto done;
 	if ((err = get_int(&n, "ORCHARD_K8S_MAX_INFLIGHT", 16, 1, 1024)) < 0)
 		goto done;
 	cfg->max_inflight = (int)n;
@@ -269,6 +274,12 @@ void k8s_config_release(struct k8s_config *cfg)
 	free(cfg->api_url);
 	free(cfg->token_file);
 	free(cfg->ca_file);
+	free(cfg->token);
+	free(cfg->ca_pem);
+	free(cfg->cert_pem);
+	free(cfg->key_pem);
+	free(cfg->cert_file);
+	free(cfg->key_file);
 	free(cfg->ns);
 	free(cfg->agent_image);
 	free(cfg->tools_image);

@@ -270,7 +270,8 @@ static json_object *volumes(const struct k8s_config *cfg, const struct ctl_sandb
 	put_str(ed, "sizeLimit", "128Mi");
 	json_object_array_add(v, named("name", "orchard", "emptyDir", ed));
 	put_str(secret, "secretName", sname);
-	put_int(secret, "defaultMode", 0400);
+	/* Non-root: group-readable, and fsGroup makes the group ours. */
+	put_int(secret, "defaultMode", cfg->run_as_non_root ? 0440 : 0400);
 	json_object_array_add(v, named("name", "token", "secret", secret));
 	json_object_array_add(v, named("name", "workspace", "emptyDir", json_object_new_object()));
 	if (cfg->tools_image && sb->tools)
@@ -298,8 +299,12 @@ json_object *k8s_pod_new(const struct k8s_config *cfg, const struct ctl_sandbox 
 	put_int(spec, "terminationGracePeriodSeconds", cfg->grace_s);
 	put_str(seccomp, "type", "RuntimeDefault");
 	put(psc, "seccompProfile", seccomp);
-	if (cfg->run_as_non_root)
+	if (cfg->run_as_non_root) {
 		put(psc, "runAsNonRoot", json_object_new_boolean(1));
+		put_int(psc, "runAsUser", cfg->run_as_user);
+		put_int(psc, "runAsGroup", cfg->run_as_user);
+		put_int(psc, "fsGroup", cfg->run_as_user);
+	}
 	put(spec, "securityContext", psc);
 	if (cfg->runtime_class)
 		put_str(spec, "runtimeClassName", cfg->runtime_class);

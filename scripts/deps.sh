@@ -15,6 +15,7 @@ PACKAGES=(
 	libfcgi-dev libfcgi-bin libjson-c-dev libcurl4-openssl-dev libgit2-dev
 	libargon2-dev libmicrohttpd-dev libwslay-dev libarchive-dev
 	libseccomp-dev libssl-dev libpq-dev
+	libyaml-dev  # KUBECONFIG (controller/k8s_kubeconfig.c)
 	# the local stack (scripts/stack.sh)
 	postgresql postgresql-client nginx openssl bubblewrap curl
 	iproute2 procps ca-certificates util-linux

@@ -79,7 +79,7 @@ class K8s:
     """One fake API server (with a kubelet running agents) and the
     controllers of one test."""
 
-    def __init__(self, pg, tls=False, private_tmp=False):
+    def __init__(self, pg, tls=False, private_tmp=False, client_ca=None):
         self.pg = pg
         self.base = tempfile.mkdtemp(prefix="k8sd-", dir="/tmp")
         self.token_file = os.path.join(self.base, "api-token")
@@ -92,13 +92,14 @@ class K8s:
         self.ctls = []
         self.ids = []
         if tls:
-            self.start_tls()
+            self.start_tls(client_ca)
         else:
             self.fake.start()
 
-    def start_tls(self):
+    def start_tls(self, client_ca=None):
         """The fake behind TLS with a certificate for 127.0.0.1, as an
-        in-cluster API server is (KUBERNETES_SERVICE_HOST + the CA)."""
+        in-cluster API server is (KUBERNETES_SERVICE_HOST + the CA); with
+        client_ca, a client certificate that CA signed is required."""
         import ssl
         import threading
         from http.server import ThreadingHTTPServer
@@ -110,6 +111,9 @@ class K8s:
                         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(self.ca, key)
+        if client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(client_ca)
         f = self.fake
         f.httpd = ThreadingHTTPServer((f.host, f.port), Handler)
         f.httpd.daemon_threads = True
@@ -342,6 +346,12 @@ def test_configured_scheduling_and_security_options_reach_the_pod(k8s):
                                     "effect": "NoSchedule"}]
     assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other-cred"}]
     assert spec["securityContext"]["runAsNonRoot"] is True
+    # A non-root agent must read its token: fsGroup owns the Secret's
+    # files, which are group-readable.
+    for key in ("runAsUser", "runAsGroup", "fsGroup"):
+        assert spec["securityContext"][key] == 65532, spec["securityContext"]
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["token"]["secret"]["defaultMode"] == 0o440
     assert spec["containers"][0]["resources"]["limits"]["ephemeral-storage"] == "2Gi"
     k8s.assert_no_invalid_requests()
 
@@ -396,11 +406,23 @@ def test_no_tools_image_means_no_tools_in_the_pod(k8s):
     c.stop()
 
 
+def test_run_as_user_sets_the_pod_user_group_and_fs_group(k8s):
+    k8s.start(ORCHARD_K8S_RUN_AS_NON_ROOT="1", ORCHARD_K8S_RUN_AS_USER="1000")
+    sid, _, _ = ready_sandbox(k8s)
+    psc = k8s.pod(sid)["spec"]["securityContext"]
+    assert (psc["runAsUser"], psc["runAsGroup"], psc["fsGroup"]) == (1000, 1000, 1000), psc
+    k8s.assert_no_invalid_requests()
+
+
 def test_bad_configuration_refuses_to_start(k8s):
     c = Controller(k8s.env(ORCHARD_K8S_EGRESS_EXCEPT="10.0.0.0/8,not-a-cidr"),
                    os.path.join(k8s.base, "bad.log"))
     assert c.proc.wait(10) != 0
     assert "ORCHARD_K8S_EGRESS_EXCEPT" in c.log()
+    c.stop()
+    c = Controller(k8s.env(ORCHARD_K8S_RUN_AS_USER="0"), os.path.join(k8s.base, "bad2.log"))
+    assert c.proc.wait(10) != 0
+    assert "ORCHARD_K8S_RUN_AS_USER" in c.log()
     c.stop()
 
 
@@ -1044,6 +1066,20 @@ def test_whole_stack_survives_a_controller_restart_and_a_lost_watch(kstack):
     assert "OOMKilled" in json.dumps(r.json()), r.json()
     s.wait_for(lambda: fake.get("pods", NS, "sb-" + sid) is None, what="failed pod removed")
     admin.delete("%s/v1/sandboxes/%s" % (s.url, later))
+
+
+def test_whole_stack_image_host_is_422_under_kubernetes(kstack):
+    # "host" (orchardctl's default) is the local driver's; as a container
+    # image it would end in ErrImagePull. One sandbox or a batch: 422, no row.
+    s = kstack.stack
+    admin = s.session()
+    n, posts = s.scalar("SELECT count(*) FROM sandboxes"), len(kstack.fake.requests_matching("POST"))
+    r = admin.post(s.url + "/v1/sandboxes", json={"image": "host"})
+    assert r.status_code == 422 and "kubernetes" in r.json()["detail"], r.text
+    r = admin.post(s.url + "/v1/sandboxes/batch", json={"count": 2, "image": "host"})
+    assert r.status_code == 422 and "kubernetes" in r.text, r.text
+    assert s.scalar("SELECT count(*) FROM sandboxes") == n
+    assert len(kstack.fake.requests_matching("POST")) == posts
 
 
 def test_whole_stack_a_size_no_node_can_hold_is_422(kstack):
