@@ -261,6 +261,15 @@ int api_sandbox_get(struct api_req *r);
 int api_sandbox_wait(struct api_req *r);
 int api_sandbox_delete(struct api_req *r);
 int api_sandbox_heartbeat(struct api_req *r);
+/*
+ * The rows of sql, a query of the tenant's sandboxes with $1 tenant_id and
+ * $2.. the nargs (at most API_SANDBOX_ROWS_ARGS) strings of args, into *out
+ * (the caller PQclear()s it); ORC_ENOTFOUND when there are none. Runs on
+ * db, or (db NULL) on a connection of the pool held for the query only.
+ */
+#define API_SANDBOX_ROWS_ARGS 3
+int api_sandbox_rows(PGresult **out, PGconn *db, int64_t tenant_id, const char *sql, int nargs,
+		     const char *const *args);
 int api_exec_post(struct api_req *r);                /* exec.c */
 int api_job_get(struct api_req *r);                  /* jobs.c */
 int api_job_wait(struct api_req *r);

@@ -63,26 +63,17 @@ static int parse_batch(struct batch_req *b, struct api_req *r, json_object *body
  * ORC_ENOTFOUND. */
 static int batch_read(PGresult **out, PGconn *db, int64_t tenant_id, const char *id, const char *key)
 {
-	char tenant[24], *sql;
-	const char *params[3] = { tenant, id, key };
-	PGresult *res = NULL;
+	const char *args[2] = { id, key };
+	char *sql;
 	int err;
 
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
 	sql = xasprintf("SELECT %s, b.id, b.count FROM sandbox_batches b"
 			" JOIN sandboxes s ON s.batch_id = b.id JOIN tenants t ON t.id = s.tenant_id"
 			" WHERE b.tenant_id = $1::bigint AND (b.id = $2 OR b.idempotency_key = $3)"
 			" ORDER BY s.id", api_sandbox_cols);
-	err = orc_pg_query(&res, db, sql, 3, params);
+	err = api_sandbox_rows(out, db, tenant_id, sql, 2, args);
 	free(sql);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) < 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
-	*out = res;
-	return 0;
+	return err;
 }
 
 /* One attempt: the quota check, the batch row and its sandboxes, in one

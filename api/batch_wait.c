@@ -37,28 +37,12 @@ struct batch_state {
 /* The tenant's batch: count, then one row per sandbox (id, state). */
 static int batch_fetch(PGresult **out, struct api_req *r)
 {
-	char tenant[24];
-	const char *params[2] = { r->id, tenant };
-	PGresult *res = NULL;
-	PGconn *db = NULL;
-	int err;
+	const char *args[1] = { r->id };
 
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return err;
-	err = orc_pg_query(&res, db, "SELECT b.count, s.id, s.state FROM sandbox_batches b"
-			   " JOIN sandboxes s ON s.batch_id = b.id"
-			   " WHERE b.id = $1 AND b.tenant_id = $2::bigint"
-			   " ORDER BY s.created_at, s.id", 2, params);
-	orc_pg_pool_release(&api_server.db, db);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) < 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
-	*out = res;
-	return 0;
+	return api_sandbox_rows(out, NULL, r->tenant_id, "SELECT b.count, s.id, s.state"
+				" FROM sandbox_batches b JOIN sandboxes s ON s.batch_id = b.id"
+				" WHERE b.tenant_id = $1::bigint AND b.id = $2"
+				" ORDER BY s.created_at, s.id", 1, args);
 }
 
 static void batch_count(struct batch_state *st, PGresult *res)

@@ -81,28 +81,13 @@ static int parse_fork(struct fork_req *f, struct api_req *r, json_object *body, 
 /* The sandboxes of an earlier fork with the same Idempotency-Key. */
 static int find_batch(PGresult **out, struct api_req *r, const char *batch_key)
 {
-	char tenant[24], sql[1024];
-	const char *params[2] = { tenant, batch_key };
-	PGresult *res = NULL;
-	PGconn *db = NULL;
-	int err;
+	const char *args[1] = { batch_key };
+	char sql[1024];
 
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
 		 " WHERE s.tenant_id = $1 AND left(s.idempotency_key, length($2)) = $2"
 		 " ORDER BY s.idempotency_key COLLATE \"C\", s.id", api_sandbox_cols);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return err;
-	err = orc_pg_query(&res, db, sql, 2, params);
-	orc_pg_pool_release(&api_server.db, db);
-	if (err < 0)
-		return err;
-	if (PQntuples(res) < 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
-	*out = res;
-	return 0;
+	return api_sandbox_rows(out, NULL, r->tenant_id, sql, 1, args);
 }
 
 /*

@@ -40,6 +40,35 @@ static int sandbox_fetch(PGresult **out, struct api_req *r)
 	return 0;
 }
 
+int api_sandbox_rows(PGresult **out, PGconn *db, int64_t tenant_id, const char *sql, int nargs,
+		     const char *const *args)
+{
+	char tenant[24];
+	const char *params[API_SANDBOX_ROWS_ARGS + 1] = { tenant };
+	PGconn *c = db;
+	PGresult *res = NULL;
+	int err, i;
+
+	if (nargs < 0 || nargs > API_SANDBOX_ROWS_ARGS)
+		return ORC_EINVALID;
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
+	for (i = 0; i < nargs; i++)
+		params[i + 1] = args[i];
+	if (!db && (err = orc_pg_pool_acquire(&api_server.db, &c)) < 0)
+		return err;
+	err = orc_pg_query(&res, c, sql, nargs + 1, params);
+	if (!db)
+		orc_pg_pool_release(&api_server.db, c);
+	if (err < 0)
+		return err;
+	if (PQntuples(res) < 1) {
+		PQclear(res);
+		return ORC_ENOTFOUND;
+	}
+	*out = res;
+	return 0;
+}
+
 static int reply_fetch_error(struct api_req *r, int err)
 {
 	if (err == ORC_ENOTFOUND)
