@@ -123,7 +123,7 @@ int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
-	if ((err = orc_pg_query(&res, db,
+	if ((err = orc_pg_query_one(&res, db,
 		"SELECT t.name, t.max_checkpoints, t.max_checkpoint_bytes,"
 		" (SELECT count(*) FROM checkpoints c WHERE c.tenant_id = t.id"
 		"  AND c.state IN ('pending', 'ready')),"
@@ -131,10 +131,6 @@ int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen
 		"  AND c.state IN ('pending', 'ready'))"
 		" FROM tenants t WHERE t.id = $1 FOR NO KEY UPDATE OF t", 1, params)) < 0)
 		return err;
-	if (PQntuples(res) != 1) {
-		err = ORC_ENOTFOUND;
-		goto done;
-	}
 	if (!PQgetisnull(res, 0, 1) && orc_parse_i64(&max, PQgetvalue(res, 0, 1), 0, INT64_MAX) == 0 &&
 	    orc_parse_i64(&used, PQgetvalue(res, 0, 3), 0, INT64_MAX) == 0 && used >= max) {
 		snprintf(msg, msglen, "quota exceeded: max_checkpoints of tenant \"%s\" is %lld and it has "
@@ -349,23 +345,19 @@ int api_checkpoint_delete(struct api_req *r)
 	char tenant[24];
 	const char *params[2] = { r->id, tenant };
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	json_object *o;
 	int err;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(&res, db,
+	err = orc_pg_pool_query_one(&res, &api_server.db,
 		"UPDATE checkpoints SET state = 'deleting', deleted_at = now()"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted') RETURNING id",
 		2, params);
-	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "checkpoint %s not found", r->id);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot delete checkpoint %s", r->id);
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1)
-		return api_reply_error(r, ORC_ENOTFOUND, "checkpoint %s not found", r->id);
 	o = api_own_json(r, json_object_new_object());
 	json_object_object_add(o, "status", json_object_new_string("deleted"));
 	json_object_object_add(o, "checkpoint_id", json_object_new_string(r->id));

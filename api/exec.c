@@ -318,12 +318,8 @@ static int replay(struct api_req *r, const struct exec_req *x, PGconn **db)
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(sql, sizeof(sql), "SELECT %s FROM jobs j WHERE j.tenant_id = $1"
 		 " AND j.idempotency_key = $2", api_job_cols);
-	if ((err = orc_pg_query(&res, *db, sql, 2, params)) < 0)
+	if ((err = orc_pg_query_one(&res, *db, sql, 2, params)) < 0)
 		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
 	orc_pg_pool_release(&api_server.db, *db);
 	*db = NULL;
 	api_own_pg(r, res);

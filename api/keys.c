@@ -132,25 +132,21 @@ int api_key_revoke(struct api_req *r)
 	char num[24];
 	const char *params[2] = { NULL, NULL };
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	int err;
 
 	if (parse_key_ref(&params[0], num, r->id) < 0)
 		return api_reply_error(r, ORC_ENOTFOUND, "key %s not found", r->id);
 	params[1] = num[0] ? num : NULL;
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return api_reply_error(r, err, "database unavailable");
 	/* coalesce keeps the first revocation time: revoking is idempotent */
-	err = orc_pg_query(&res, db,
+	err = orc_pg_pool_query_one(&res, &api_server.db,
 		"WITH k AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())"
 		" WHERE key_id = $1 OR id = $2::bigint RETURNING *)"
 		" SELECT " KEY_COLS " FROM k JOIN tenants t ON t.id = k.tenant_id", 2, params);
-	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "key %s not found", r->id);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot revoke key %s", r->id);
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1)
-		return api_reply_error(r, ORC_ENOTFOUND, "key %s not found", r->id);
 	return api_reply_json(r, 200, api_own_json(r, key_view(res, 0)));
 }
 

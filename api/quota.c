@@ -125,12 +125,8 @@ int api_quota_check(long *retry_out, PGconn *db, int64_t tenant_id, int n, int64
 	*retry_out = QUOTA_RETRY_S;
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
 	if ((err = orc_pg_query(NULL, db, lock_sql, 1, params)) < 0 ||
-	    (err = orc_pg_query(&res, db, quota_sql, 1, params)) < 0)
+	    (err = orc_pg_query_one(&res, db, quota_sql, 1, params)) < 0)
 		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
 	if ((err = check_each(msg, msglen, res, Q_MAX_CPU, "max_cpu_millis", cpu_millis)) < 0 ||
 	    (err = check_each(msg, msglen, res, Q_MAX_MEM, "max_memory_bytes", memory_bytes)) < 0 ||
 	    (err = check_total(msg, msglen, res, Q_MAX_SB, "max_sandboxes", col(res, Q_LIVE), n,

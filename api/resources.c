@@ -219,7 +219,6 @@ int api_resources_get(struct api_req *r)
 	const char *params[2] = { tenant, api_server.driver };
 	json_object *o, *totals, *by_state, *t, *usage, *pods = NULL;
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	int64_t host_cpu, host_mem, cpu, mem;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
@@ -228,9 +227,7 @@ int api_resources_get(struct api_req *r)
 	host_cpu = (ncpu > 0 ? ncpu : 1) * 1000;
 	host_mem = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(&res, db,
+	err = orc_pg_pool_query_one(&res, &api_server.db,
 		"WITH s AS (SELECT tenant_id, state, cpu_millis, memory_bytes, admitted_at FROM sandboxes"
 		" WHERE state <> 'deleted'),"
 		" q AS (SELECT * FROM s WHERE state = 'pending' AND admitted_at IS NULL),"
@@ -255,12 +252,11 @@ int api_resources_get(struct api_req *r)
 		" (SELECT count(*) FROM sandboxes r WHERE r.tenant_id = t.id"
 		" AND r.created_at > now() - interval '60 seconds')"
 		" FROM tenants t WHERE t.id = $1", 2, params);
-	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "tenant not found");
 	if (err < 0)
 		return api_reply_error(r, err, "cannot read the resources");
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1)
-		return api_reply_error(r, ORC_ENOTFOUND, "tenant not found");
 	if ((err = tenant_pods(&pods, &truncated, r, tenant)) < 0)
 		return api_reply_error(r, err, "cannot read the resources");
 

@@ -171,12 +171,8 @@ static int find_replay(PGresult **out, PGconn *db, struct api_req *r, const char
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(sql, sizeof(sql), "SELECT %s FROM sandboxes s JOIN tenants t ON t.id = s.tenant_id"
 		 " WHERE s.tenant_id = $1 AND s.idempotency_key = $2", api_sandbox_cols);
-	if ((err = orc_pg_query(&res, db, sql, 2, params)) < 0)
+	if ((err = orc_pg_query_one(&res, db, sql, 2, params)) < 0)
 		return err;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return ORC_ENOTFOUND;
-	}
 	api_idempotency_replayed(r);
 	*out = res;
 	return 0;

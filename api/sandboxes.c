@@ -168,22 +168,18 @@ int api_sandbox_heartbeat(struct api_req *r)
 	const char *params[2] = { r->id, tenant };
 	PGresult *res = NULL;
 	json_object *o;
-	PGconn *db = NULL;
 	int err;
 
 	tenant_str(tenant, r);
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(&res, db,
+	err = orc_pg_pool_query_one(&res, &api_server.db,
 		"UPDATE sandboxes SET last_heartbeat_at = now(), last_activity_at = now()"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted') RETURNING id",
 		2, params);
-	orc_pg_pool_release(&api_server.db, db);
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "sandbox %s not found", r->id);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot record the heartbeat of sandbox %s", r->id);
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1)
-		return api_reply_error(r, ORC_ENOTFOUND, "sandbox %s not found", r->id);
 	o = api_own_json(r, json_object_new_object());
 	json_object_object_add(o, "status", json_object_new_string("ok"));
 	json_object_object_add(o, "sandbox_id", json_object_new_string(r->id));

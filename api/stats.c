@@ -30,10 +30,9 @@ static int stats_scope(char *out, size_t outlen, struct api_req *r, PGconn *db)
 			snprintf(out, outlen, "%lld", (long long)r->tenant_id);
 		return 0;
 	}
-	if ((err = orc_pg_query(&res, db, "SELECT id FROM tenants WHERE name = $1", 1, params)) < 0)
+	if ((err = orc_pg_query_one(&res, db, "SELECT id FROM tenants WHERE name = $1", 1, params)) < 0)
 		return err;
-	if (PQntuples(res) != 1 ||
-	    (!admin && strtoll(PQgetvalue(res, 0, 0), NULL, 10) != r->tenant_id)) {
+	if (!admin && strtoll(PQgetvalue(res, 0, 0), NULL, 10) != r->tenant_id) {
 		PQclear(res);
 		return ORC_ENOTFOUND;
 	}

@@ -124,7 +124,6 @@ int api_sandbox_patch(struct api_req *r)
 	const char *params[7];
 	char bufs[5][24], msg[512], *sql;
 	PGresult *res = NULL;
-	PGconn *db = NULL;
 	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
@@ -144,16 +143,12 @@ int api_sandbox_patch(struct api_req *r)
 				       " COALESCE(checkpoints, (SELECT default_checkpoints FROM tenants t"
 				       " WHERE t.id = tenant_id), 'none'), checkpoint_keep,"
 				       " checkpoint_ttl_seconds", policy_sql));
-	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
-		return api_reply_error(r, err, "database unavailable");
-	err = orc_pg_query(&res, db, sql, 7, params);
-	orc_pg_pool_release(&api_server.db, db);
+	err = orc_pg_pool_query_one(&res, &api_server.db, sql, 7, params);
+	if (err == ORC_ENOTFOUND)
+		return api_reply_error(r, err, "sandbox %s not found (or no longer running)", r->id);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot change sandbox %s", r->id);
 	api_own_pg(r, res);
-	if (PQntuples(res) != 1)
-		return api_reply_error(r, ORC_ENOTFOUND, "sandbox %s not found (or no longer running)",
-				       r->id);
 	o = api_own_json(r, json_object_new_object());
 	json_object_object_add(o, "sandbox_id", json_object_new_string(PQgetvalue(res, 0, 0)));
 	json_object_object_add(o, "checkpoints", json_object_new_string(PQgetvalue(res, 0, 1)));

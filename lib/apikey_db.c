@@ -23,7 +23,7 @@ int orc_key_insert(char *id_out, struct orc_key *key, PGconn *db, const char *te
 		params[2] = key->hash;
 		params[3] = role;
 		params[4] = name;
-		err = orc_pg_query(&res, db,
+		err = orc_pg_query_one(&res, db,
 			"INSERT INTO api_keys (tenant_id, key_id, secret_hash, role, name)"
 			" SELECT id, $2, $3, $4, $5 FROM tenants WHERE name = $1 AND deleted_at IS NULL"
 			" RETURNING id", 5, params);
@@ -32,10 +32,7 @@ int orc_key_insert(char *id_out, struct orc_key *key, PGconn *db, const char *te
 	}
 	if (err < 0)
 		return err;
-	if (PQntuples(res) != 1)
-		err = ORC_ENOTFOUND;
-	else
-		snprintf(id_out, 24, "%s", PQgetvalue(res, 0, 0));
+	snprintf(id_out, 24, "%s", PQgetvalue(res, 0, 0));
 	PQclear(res);
-	return err;
+	return 0;
 }
