@@ -15,6 +15,8 @@ docs/checkpoints.md), with same-run baselines:
     sudo bench/checkpoint.py                 # both backends; writes bench/results/
     bench/checkpoint.py --quick              # small sizes (a smoke run, ~1 min)
     bench/checkpoint.py --backends copy      # one backend
+    sudo bench/checkpoint.py --fork-abab 2   # fork of 16 only: ORCHARD_FORK_PARALLEL=0
+                                             # against the default, alternating stacks
 
 Needs root (loop mount) for btrfs, btrfs-progs (scripts/deps.sh) and a
 built tree (make). Not part of the test suite. Times are client-side:
@@ -193,6 +195,85 @@ def run_backend(backend, args, out):
     stack.remove()
 
 
+def run_fork_abab(backend, args, out):
+    """Fork of args.forks against one plain create, alternating stacks of
+    ORCHARD_FORK_PARALLEL=0 (A: one by one in the loop, as before) and the
+    default (B: helper processes), args.abab rounds of A then B, same
+    build, same load."""
+    for rnd in range(args.abab):
+        for label, par in (("A", "0"), ("B", args.fork_parallel)):
+            var = make_tmpdir("ckf-")
+            env = {"ORCHARD_CHECKPOINT_BACKEND": backend,
+                   "ORCHARD_CPU_OVERCOMMIT": str(min(1000, max(8, 4 * (args.forks + 1))))}
+            if par:
+                env["ORCHARD_FORK_PARALLEL"] = par
+            stack = Stack(var=var, env=env)
+            state = os.path.join(var, "sandboxes")
+            mount = (btrfs_loop.mounted(state, args.btrfs_size) if backend == "btrfs"
+                     else contextlib.nullcontext())
+            with mount:
+                try:
+                    stack.up()
+                    b = Bench(stack)
+                    creates = []
+                    for _ in range(args.reps):
+                        sid, dt = b.create()
+                        creates.append(dt)
+                        b.delete(sid)
+                    sid, _ = b.create()
+                    b.sh(sid, "head -c 1048576 /dev/urandom > /workspace/one-mb")
+                    ck, _ = b.checkpoint(sid)
+                    each, whole = [], []
+                    for _ in range(args.fork_reps):
+                        ids, e, w = b.fork(ck["id"], args.forks)
+                        each.append(p50(e))
+                        whole.append(w)
+                        for x in ids:
+                            b.delete(x)
+                    b.delete(sid)
+                    res = {"backend": backend, "round": rnd + 1, "label": label,
+                           "fork_parallel": par or "0",
+                           "create_ready_p50_ms": p50(creates) * 1000,
+                           "fork_each_p50_ms": p50(each) * 1000,
+                           "fork_all_ready_ms": p50(whole) * 1000,
+                           "load": os.getloadavg()[0]}
+                    res["ratio"] = res["fork_each_p50_ms"] / res["create_ready_p50_ms"]
+                    print(res, flush=True)
+                    out.append(res)
+                finally:
+                    stack.down()
+            stack.remove()
+
+
+def write_report(lines, args, name):
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.no_write:
+        path = os.path.join(REPO, "bench", "results", name)
+        with open(path, "w") as f:
+            f.write(text)
+        print("written to", path)
+
+
+def report_abab(results, args, load0, load1):
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%MZ")
+    lines = ["# Fork ABAB %s" % when, "",
+             "`bench/checkpoint.py %s` on %d cores; load average before %.2f %.2f %.2f, after %.2f %.2f %.2f."
+             % (" ".join(sys.argv[1:]), os.cpu_count(), *load0, *load1),
+             "A: ORCHARD_FORK_PARALLEL=0 (launched one by one in the loop); B: ORCHARD_FORK_PARALLEL=%s "
+             "(helper processes). One stack per row; plain create p50 of %d, fork of %d from a 1 MB "
+             "checkpoint, %d times (each fork's POST->ready p50, p50 over the times)."
+             % (args.fork_parallel, args.reps, args.forks, args.fork_reps), "",
+             "| backend | round | build | create->ready p50 | fork each p50 | all %d ready | fork p50 / create p50 | load |"
+             % args.forks,
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append("| %s | %d | %s (%s) | %.0f ms | %.0f ms | %.0f ms | %.2fx | %.1f |" % (
+            r["backend"], r["round"], r["label"], r["fork_parallel"], r["create_ready_p50_ms"],
+            r["fork_each_p50_ms"], r["fork_all_ready_ms"], r["ratio"], r["load"]))
+    write_report(lines, args, "fork-abab-%s.md" % when)
+
+
 def controller_times(var, ids):
     """p50 of the controller's own snapshot and byte-count times (debug
     log) for checkpoints ids."""
@@ -244,13 +325,7 @@ def report(results, args, load0, load1):
             "%.0f" % r["copy_mb_s"] if "copy_mb_s" in r else "-",
             "%.0f" % r["cp_a_mb_s"] if "cp_a_mb_s" in r else "-",
             "%.0f KiB" % (r["unchanged_ckpt_disk_bytes"] / 1024) if "unchanged_ckpt_disk_bytes" in r else "-"))
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.no_write:
-        path = os.path.join(REPO, "bench", "results", "checkpoint-%s.md" % when)
-        with open(path, "w") as f:
-            f.write(text)
-        print("written to", path)
+    write_report(lines, args, "checkpoint-%s.md" % when)
 
 
 def main():
@@ -263,6 +338,11 @@ def main():
     ap.add_argument("--btrfs-size", default="4G")
     ap.add_argument("--quick", action="store_true", help="20 MB in 1,000 files, 3 reps, 4 forks")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--fork-abab", dest="abab", type=int, default=0, metavar="ROUNDS",
+                    help="only the fork figure: ROUNDS of a stack with ORCHARD_FORK_PARALLEL=0 "
+                         "then one with --fork-parallel")
+    ap.add_argument("--fork-parallel", default="8", help="B's ORCHARD_FORK_PARALLEL (--fork-abab)")
+    ap.add_argument("--fork-reps", type=int, default=3, help="forks per stack (--fork-abab)")
     args = ap.parse_args()
     if args.quick:
         args.mb, args.files, args.reps, args.forks = 20, 1000, 3, 4
@@ -272,8 +352,14 @@ def main():
         if backend == "btrfs" and btrfs_loop.unavailable():
             print("btrfs skipped: %s" % btrfs_loop.unavailable(), file=sys.stderr)
             continue
-        run_backend(backend, args, results)
-    report(results, args, load0, os.getloadavg())
+        if args.abab:
+            run_fork_abab(backend, args, results)
+        else:
+            run_backend(backend, args, results)
+    if args.abab:
+        report_abab(results, args, load0, os.getloadavg())
+    else:
+        report(results, args, load0, os.getloadavg())
 
 
 if __name__ == "__main__":

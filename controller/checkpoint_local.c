@@ -78,18 +78,33 @@ static int ckpt_dir_fd(struct local *l)
 	return fd;
 }
 
-/* Run cp -a --reflink=auto src dst; 0 when it exited 0. */
-static int run_cp(char **why, const char *src, const char *dst)
+/* cp -a --reflink=auto -- src dst */
+static void cp_argv(struct ctl_strv *out, const char *src, const char *dst)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cp_args) / sizeof(*cp_args); i++)
+		ctl_strv_push(out, cp_args[i]);
+	ctl_strv_push(out, src);
+	ctl_strv_push(out, dst);
+}
+
+/* Run cp -a --reflink=auto src dst; 0 when it exited 0. in_helper: in a
+ * launch helper (local_job.c), where the cp must die with it. */
+static int run_cp(char **why, const char *src, const char *dst, int in_helper)
 {
 	struct ctl_strv argv = CTL_STRV_INIT;
 	pid_t pid;
 	int rc, status;
-	size_t i;
 
-	for (i = 0; i < sizeof(cp_args) / sizeof(*cp_args); i++)
-		ctl_strv_push(&argv, cp_args[i]);
-	ctl_strv_push(&argv, src);
-	ctl_strv_push(&argv, dst);
+	cp_argv(&argv, src, dst);
+	if (in_helper) {
+		rc = local_job_run_cps(&argv.v, 1);
+		ctl_strv_release(&argv);
+		if (rc != 0)
+			*why = xasprintf("copying \"%s\" failed (see the controller's log)", src);
+		return rc != 0 ? ORC_ERROR : 0;
+	}
 	rc = posix_spawn(&pid, CP_BIN, NULL, NULL, argv.v, environ);
 	ctl_strv_release(&argv);
 	if (rc != 0) {
@@ -316,11 +331,10 @@ static size_t copy_argvs(struct ctl_strv *out, size_t max, struct local *l, cons
 	for (i = 0; i < sizeof(parts) / sizeof(*parts) && n < max; i++) {
 		if (!exists_at(sfd, parts[i]) || !is_part(sfd, parts[i]))
 			continue;
-		for (size_t k = 0; k < sizeof(cp_args) / sizeof(*cp_args); k++)
-			ctl_strv_push(&out[n], cp_args[k]);
-		ctl_strv_pushf(&out[n], "%s/%s", sbdir, parts[i]);
-		ctl_strv_pushf(&out[n], "%s/%s", dst, parts[i]);
-		n++;
+		char *src = xasprintf("%s/%s", sbdir, parts[i]), *to = xasprintf("%s/%s", dst, parts[i]);
+		cp_argv(&out[n++], src, to);
+		free(src);
+		free(to);
 	}
 	close(sfd);
 	return n;
@@ -356,12 +370,16 @@ static int finish(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd,
 static int poll_copy(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd,
 		     const char *id, const char *ckpt)
 {
+	struct orc_buf out = ORC_BUF_INIT;
 	char *pname;
-	int froze = 0, rc = local_copy_poll(L(d), &froze, ckpt);
+	int froze = 0, rc = local_job_poll(L(d), &out, &froze, LOCAL_JOB_COPY, ckpt);
 
 	if (rc == 1)
 		return CTL_CHECKPOINT_RUNNING;
 	thaw_after_copy(L(d), id, froze);
+	/* one byte: 0 when every cp exited 0 (copy_helper) */
+	rc = rc == 0 && out.len == 1 && out.ptr[0] == 0 ? 0 : ORC_ERROR;
+	orc_buf_release(&out);
 	if (rc == 0)
 		return finish(bytes_out, why, d, cfd, ckpt, 0);
 	*why = xstrdup("copying the sandbox's state failed (cp; see the controller's log)");
@@ -369,6 +387,27 @@ static int poll_copy(int64_t *bytes_out, char **why, struct ctl_driver *d, int c
 	orc_tree_remove_at(cfd, pname);
 	free(pname);
 	return ORC_ERROR;
+}
+
+struct copy_job {
+	char ***argvs;
+	size_t n;
+	int64_t delay_ms;
+};
+
+/* In the helper (local_job.c): the cp commands, then one byte, 0 when
+ * all of them succeeded. Only async-signal-safe calls. */
+static void copy_helper(int wfd, void *arg)
+{
+	const struct copy_job *job = arg;
+	struct timespec ts = { job->delay_ms / 1000, (job->delay_ms % 1000) * 1000000 };
+	int failed = local_job_run_cps(job->argvs, job->n);
+	char rc = failed ? 1 : 0;
+
+	/* ORCHARD_TEST_CHECKPOINT_DELAY_MS: copied, not yet answered */
+	while (job->delay_ms > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	local_job_write(wfd, &rc, 1);
 }
 
 /* Start taking ckpt of sandbox id: a snapshot (done at once) or a copy
@@ -380,6 +419,7 @@ static int start(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, 
 	struct ctl_strv argvs[sizeof(parts) / sizeof(*parts)];
 	char *pname = xasprintf("%s" PARTIAL, ckpt), *sbdir = NULL, *partial = NULL;
 	char **vv[sizeof(parts) / sizeof(*parts)];
+	struct copy_job job;
 	int err, froze = 0, snap = l->btrfs && ctl_btrfs_is_subvol(l->state_fd, id);
 	size_t i, n = 0;
 
@@ -419,8 +459,10 @@ static int start(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, 
 	if (d->cfg->test_checkpoint_delay_ms > 0)
 		orc_log(ORC_LOG_INFO, "test delay (ORCHARD_TEST_CHECKPOINT_DELAY_MS)", "in", "checkpoint",
 			"id", ckpt, NULL);
-	if ((err = local_copy_start(l, why, ckpt, id, froze, vv, n,
-				    d->cfg->test_checkpoint_delay_ms)) < 0) {
+	job.argvs = vv;
+	job.n = n;
+	job.delay_ms = d->cfg->test_checkpoint_delay_ms;
+	if ((err = local_job_start(l, why, LOCAL_JOB_COPY, ckpt, id, froze, copy_helper, &job)) < 0) {
 		thaw_after_copy(l, id, froze);
 		goto fail;
 	}
@@ -450,7 +492,7 @@ int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const
 		*why = xasprintf("cannot create the checkpoint store: %s", strerror(errno));
 		return ORC_ERROR;
 	}
-	switch (local_copy_busy(L(d), ckpt, id)) {
+	switch (local_job_busy(L(d), LOCAL_JOB_COPY, ckpt, id)) {
 	case 1:
 		err = poll_copy(bytes_out, why, d, cfd, id, ckpt);
 		break;
@@ -473,7 +515,7 @@ int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt)
 	if (!orc_is_dns_label(ckpt))
 		return ORC_EINVALID;
 	/* Deleted mid-copy (or its sandbox went): stop the copy first. */
-	if ((sandbox = local_copy_cancel(L(d), &froze, ckpt)) != NULL) {
+	if ((sandbox = local_job_cancel(L(d), &froze, LOCAL_JOB_COPY, ckpt)) != NULL) {
 		thaw_after_copy(L(d), sandbox, froze);
 		free(sandbox);
 	}
@@ -528,7 +570,7 @@ int local_pause(struct ctl_driver *d, const char *id, int paused)
 	return ctl_cgroup_freeze(&L(d)->cg, id, paused, FREEZE_TIMEOUT_MS);
 }
 
-int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb)
+int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 {
 	struct local *l = L(d);
 	char *src = NULL, *dst = NULL;
@@ -563,7 +605,7 @@ int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb)
 			err = ORC_ERROR;
 			break;
 		}
-		err = run_cp(&sb->error, src, dst);
+		err = run_cp(&sb->error, src, dst, in_helper);
 	}
 	if (!err)
 		test_delay(d->cfg, "fork", sb->id);

@@ -46,6 +46,8 @@ static const char usage[] =
 	"  --pids-max N            tasks per sandbox         (ORCHARD_SANDBOX_PIDS_MAX, default 1024)\n"
 	"  checkpoints: ORCHARD_CHECKPOINT_BACKEND=copy|btrfs|auto (default auto: btrfs snapshots\n"
 	"                          when the state dir is on btrfs; docs/checkpoints.md)\n"
+	"  forks: ORCHARD_FORK_PARALLEL=N sandboxes of a fork launched at once in helper\n"
+	"                          processes (default 8; 0: one by one in the loop)\n"
 	"  --help                  show this and exit\n"
 	"\n"
 	"Logs are JSON lines on stderr (ORCHARD_LOG_LEVEL=debug|info|warn|error).\n"
@@ -260,6 +262,13 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	    orc_parse_i64(&cfg->test_checkpoint_delay_ms, v, 0, 600000) < 0) {
 		fprintf(stderr, "orchard-controller: ORCHARD_TEST_CHECKPOINT_DELAY_MS \"%s\" must be "
 			"0..600000\n", v);
+		err = ORC_EINVALID;
+		goto done;
+	}
+	cfg->fork_parallel = 8;
+	if ((v = getenv("ORCHARD_FORK_PARALLEL")) && *v &&
+	    orc_parse_i64(&cfg->fork_parallel, v, 0, 256) < 0) {
+		fprintf(stderr, "orchard-controller: ORCHARD_FORK_PARALLEL \"%s\" must be 0..256\n", v);
 		err = ORC_EINVALID;
 		goto done;
 	}

@@ -42,6 +42,8 @@ struct ctl_config {
 	int64_t test_checkpoint_delay_ms;  /* ORCHARD_TEST_CHECKPOINT_DELAY_MS, tests only: a
 					    * sleep inside each checkpoint and fork restore,
 					    * so crash tests can kill the controller there */
+	int64_t fork_parallel;   /* ORCHARD_FORK_PARALLEL: a fork's sandboxes launched at once
+				  * in helper processes (default 8; 0: one by one in the loop) */
 };
 
 #define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }

@@ -45,6 +45,9 @@ struct ctl_agent_ref {
 
 /* checkpoint(): still copying; ask again later. */
 #define CTL_CHECKPOINT_RUNNING 1
+/* create(): launching off the loop (or queued for it); ask again later
+ * with the same sb, after jobs_fd() became readable. */
+#define CTL_CREATE_RUNNING 1
 
 struct ctl_driver;
 typedef void (*ctl_ready_fn)(const char *id, void *arg);
@@ -93,6 +96,9 @@ struct ctl_driver_ops {
 	 * launching it and recording it), adopt it rather than start a second
 	 * one. On failure sets sb->error to a message meant for the user;
 	 * ORC_EINVALID means retrying is pointless (e.g. unknown image).
+	 * It may instead answer CTL_CREATE_RUNNING (the local driver, for a
+	 * fork: its restore and launch run in a helper process): call again
+	 * with the same sb for the result.
 	 */
 	int (*create)(struct ctl_driver *d, struct ctl_sandbox *sb);
 	/* Stop the sandbox and remove everything it left on the host. handle
@@ -169,6 +175,14 @@ struct ctl_driver_ops {
 	 */
 	int (*restore_agent)(struct ctl_driver *d, char **why, const struct ctl_agent_ref *agent,
 			     const char *ckpt, const char *sha256);
+	/*
+	 * Optional: work off the loop (create() or checkpoint() answered
+	 * RUNNING). jobs_fd() is an fd (or -1) that becomes readable when
+	 * some of it may have ended; jobs_drain() empties it, before the
+	 * caller asks again.
+	 */
+	int (*jobs_fd)(struct ctl_driver *d);
+	void (*jobs_drain)(struct ctl_driver *d);
 	/* Optional: fill *out (may ask the runtime; called once per sweep).
 	 * NULL: unlimited, every sandbox is admitted at once. */
 	int (*capacity)(struct ctl_driver *d, struct ctl_capacity *out);

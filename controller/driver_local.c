@@ -183,6 +183,7 @@ static int local_init(struct ctl_driver *d)
 	l->state_fd = -1;
 	l->seccomp_fd = -1;
 	l->ino_fd = -1;
+	l->wake[0] = l->wake[1] = -1;
 	d->priv = l;
 	if (mkdir_p(cfg->state_dir, 0711) < 0 || chmod(cfg->state_dir, 0711) < 0) {
 		orc_log(ORC_LOG_ERROR, "cannot create the state dir", "path", cfg->state_dir,
@@ -211,6 +212,12 @@ static int local_init(struct ctl_driver *d)
 		orc_log(ORC_LOG_ERROR, "orchard-watchdog not found: it is every sandbox's first "
 			"process (make builds it beside orchard-controller; ORCHARD_WATCHDOG_BIN)",
 			"path", cfg->watchdog_bin, NULL);
+		err = ORC_ERROR;
+		goto done;
+	}
+	if (local_job_wake_open(l) < 0) {
+		orc_log(ORC_LOG_ERROR, "pipe() for the helpers' wake-ups failed", "error",
+			strerror(errno), NULL);
 		err = ORC_ERROR;
 		goto done;
 	}
@@ -271,7 +278,7 @@ static void local_release(struct ctl_driver *d)
 	ctl_strv_release(&l->layout);
 	ctl_strv_release(&l->tools_profile);
 	ctl_cgroups_release(&l->cg);
-	local_copy_release(l);
+	local_job_release(l);
 	free(l);
 	d->priv = NULL;
 }
@@ -290,6 +297,8 @@ const struct ctl_driver_ops ctl_driver_local = {
 	.drain = local_drain,
 	.unwatch = local_unwatch,
 	.seal = local_seal,
+	.jobs_fd = local_jobs_fd,
+	.jobs_drain = local_jobs_drain,
 	.checkpoint = local_checkpoint,
 	.checkpoint_remove = local_checkpoint_remove,
 	.checkpoint_list = local_checkpoint_list,

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "buf.h"
 #include "driver.h"
 /*
  * Internals of the local driver (driver_local.c holds its operations
@@ -184,8 +185,9 @@ int local_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout);
 int local_pause(struct ctl_driver *d, const char *id, int paused);
 /* create() of a fork: copy checkpoint sb->restore into the new sandbox's
  * directories (before it starts); sb->error on failure. Nothing to do when
- * local_sandbox_dir_make() restored it as a snapshot. */
-int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb);
+ * local_sandbox_dir_make() restored it as a snapshot. in_helper: in a
+ * launch helper (local_job.c), whose copies die with it. */
+int local_checkpoint_restore(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper);
 /* Pick the checkpoint backend from cfg->checkpoint_backend (l->btrfs);
  * ORC_EINVALID (logged) for btrfs on a state dir that is not on btrfs. */
 struct ctl_config;
@@ -195,25 +197,48 @@ int local_checkpoint_backend(struct local *l, const struct ctl_config *cfg);
  * it holding only its writable state (*restored set). errno on failure. */
 int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl_sandbox *sb);
 
-/* ---- checkpoint_job.c ------------------------------------------------ */
+/* ---- local_job.c ----------------------------------------------------- */
 
-/* A checkpoint's copy running in a helper process, off the reconcile
- * loop: the helper runs each NULL-terminated argv of argvs (cp ...) in
- * order. froze: the sandbox was frozen for it (to thaw when it ends).
- * delay_ms: the crash tests' sleep after the copies (config.c). */
-int local_copy_start(struct local *l, char **why, const char *ckpt, const char *sandbox,
-		     int froze, char ***argvs, size_t n, int64_t delay_ms);
-/* 0: no job for ckpt nor for sandbox; 1: ckpt's job runs; 2: another
- * checkpoint of sandbox is being copied. */
-int local_copy_busy(struct local *l, const char *ckpt, const char *sandbox);
-/* ckpt's job: 1 still running; 0 done and complete; ORC_ERROR failed.
- * When it ended, the job is gone and *froze_out says whether to thaw. */
-int local_copy_poll(struct local *l, int *froze_out, const char *ckpt);
-/* Stop ckpt's job (SIGKILL); its sandbox id (to thaw when *froze_out),
- * or NULL when there was none. */
-char *local_copy_cancel(struct local *l, int *froze_out, const char *ckpt);
-/* Forget every job (the driver's release); the helpers end with us. */
-void local_copy_release(struct local *l);
+/*
+ * Work run off the reconcile loop in helper processes (forks of the
+ * controller that die with it): a checkpoint's copy, keyed by the
+ * checkpoint, and a fork's launch, keyed by the sandbox. The helper runs
+ * fn(wfd, arg), which writes its result to wfd; the loop reads it with
+ * local_job_poll() once the wake pipe (ops->jobs_fd) says a helper ended.
+ */
+enum local_job_kind { LOCAL_JOB_COPY, LOCAL_JOB_LAUNCH };
+typedef void (*local_job_fn)(int wfd, void *arg);
+
+/* The wake pipe (l->wake), at the driver's init. */
+int local_job_wake_open(struct local *l);
+/* The driver's jobs_fd and jobs_drain operations (driver.h). */
+int local_jobs_fd(struct ctl_driver *d);
+void local_jobs_drain(struct ctl_driver *d);
+/* Start a job. froze: the sandbox was frozen for it (a copy: to thaw
+ * when it ends). */
+int local_job_start(struct local *l, char **why, enum local_job_kind kind, const char *key,
+		    const char *sandbox, int froze, local_job_fn fn, void *arg);
+/* 0: no job of kind for key nor for sandbox (NULL: not asked); 1: key's
+ * job runs; 2: another job of kind for sandbox runs. */
+int local_job_busy(struct local *l, enum local_job_kind kind, const char *key, const char *sandbox);
+/* How many jobs of kind run. */
+size_t local_job_count(struct local *l, enum local_job_kind kind);
+/* key's job: 1 still running; 0 ended, and then the job is gone, *out
+ * holds what its helper wrote (empty: it died before it answered) and
+ * *froze_out says whether to thaw; ORC_ENOTFOUND: no such job. */
+int local_job_poll(struct local *l, struct orc_buf *out, int *froze_out, enum local_job_kind kind,
+		   const char *key);
+/* Stop key's job (SIGKILL, waited for); its sandbox id (to thaw when
+ * *froze_out), or NULL when there was none. */
+char *local_job_cancel(struct local *l, int *froze_out, enum local_job_kind kind, const char *key);
+/* Forget every job and close the wake pipe (the driver's release); the
+ * helpers end with us. */
+void local_job_release(struct local *l);
+/* In a helper: run /bin/cp with each NULL-terminated argv of argvs in
+ * order, each dying with the helper; 0, or the failing one's index + 1. */
+int local_job_run_cps(char ***argvs, size_t n);
+/* In a helper: write all of data to fd. */
+void local_job_write(int fd, const char *data, size_t len);
 
 /* ---- local_socket.c --------------------------------------------------- */
 

@@ -162,7 +162,9 @@ static int image_root(struct ctl_driver *d, struct ctl_sandbox *sb, const char *
 	return err;
 }
 
-int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
+/* Launch sb here (in the loop) or in a fork's helper (in_helper: the
+ * loop watches its run/ dir once the result is in). */
+static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 {
 	struct ctl_strv argv = CTL_STRV_INIT, cgdirs = CTL_STRV_INIT, procs = CTL_STRV_INIT;
 	struct ctl_strv agent_cmd = CTL_STRV_INIT;
@@ -194,7 +196,7 @@ int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 	dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
 	if (imported && (err = image_root(d, sb, dir, &agent_cmd)) < 0)
 		goto fail;
-	if (sb->restore && (err = local_checkpoint_restore(d, sb)) < 0)
+	if (sb->restore && (err = local_checkpoint_restore(d, sb, in_helper)) < 0)
 		goto fail;
 	if (!local_direct_fits(d, sb->id) && (err = local_make_link(L(d), sb->id)) < 0) {
 		sb->error = xstrdup("could not create the agent socket's short link on the host");
@@ -229,7 +231,8 @@ int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
 		d->cfg->sandbox_uid, d->cfg->sandbox_gid,
 		procs.n ? procs.v : NULL, scfd,
 	};
-	local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);
+	if (!in_helper)
+		local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);
 	if ((err = ctl_spawn_sandbox(&watchdog, &sp)) < 0) {
 		why = local_diagnose(d, sb->id);
 		sb->error = xasprintf("launching bubblewrap failed%s%s", why ? ": " : "", why ? why : "");
@@ -277,4 +280,82 @@ done:
 	ctl_strv_release(&agent_cmd);
 	free(dir);
 	return err;
+}
+
+/*
+ * A fork's launch runs in a helper process (local_job.c), at most
+ * ORCHARD_FORK_PARALLEL at once, so the k sandboxes of a fork are
+ * restored and started concurrently and the loop is never held by a
+ * restore's copy. The helper answers "0 <handle>" or "<error> <message>".
+ */
+struct launch_job {
+	struct ctl_driver *d;
+	struct ctl_sandbox *sb;
+};
+
+static void launch_helper(int wfd, void *arg)
+{
+	struct launch_job *job = arg;
+	struct orc_buf out = ORC_BUF_INIT;
+	int err = launch(job->d, job->sb, 1);
+
+	if (err == 0)
+		orc_buf_addf(&out, "0 %s", job->sb->handle);
+	else
+		orc_buf_addf(&out, "%d %s", err < 0 ? err : ORC_ERROR,
+			     job->sb->error ? job->sb->error : "launching the sandbox failed");
+	local_job_write(wfd, out.ptr, out.len);
+	orc_buf_release(&out);
+}
+
+/* sb's launch in its helper: the result, or CTL_CREATE_RUNNING. */
+static int launch_poll(struct ctl_driver *d, struct ctl_sandbox *sb)
+{
+	struct orc_buf out = ORC_BUF_INIT;
+	int64_t code = ORC_ERROR;
+	char *sp = NULL;
+	int froze, err = local_job_poll(L(d), &out, &froze, LOCAL_JOB_LAUNCH, sb->id);
+
+	if (err == 1)
+		return CTL_CREATE_RUNNING;
+	if (out.ptr && (sp = strchr(out.ptr, ' ')) != NULL)
+		*sp++ = '\0';
+	if (!sp || orc_parse_i64(&code, out.ptr, INT32_MIN, 0) < 0) {
+		sb->error = xstrdup("launching the sandbox failed: its helper process died");
+		err = ORC_ERROR;
+		goto done;
+	}
+	if (code < 0) {
+		sb->error = xstrdup(sp);
+		err = (int)code;
+		goto done;
+	}
+	free(sb->handle);
+	sb->handle = xstrdup(sp);
+	free(sb->address);
+	sb->address = local_agent_address(d, sb->id);
+	/* After the agent may have started: the loop checks it once at
+	 * once (rec_launch.c), the watch covers the rest. */
+	local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);
+	err = 0;
+done:
+	orc_buf_release(&out);
+	return err;
+}
+
+int local_create(struct ctl_driver *d, struct ctl_sandbox *sb)
+{
+	struct launch_job job = { d, sb };
+
+	if (!sb->restore || d->cfg->fork_parallel <= 0)
+		return launch(d, sb, 0);
+	if (local_job_busy(L(d), LOCAL_JOB_LAUNCH, sb->id, NULL) == 1)
+		return launch_poll(d, sb);
+	/* At the bound: asked again (queued) until a helper is free. */
+	if (local_job_count(L(d), LOCAL_JOB_LAUNCH) >= (size_t)d->cfg->fork_parallel)
+		return CTL_CREATE_RUNNING;
+	if (local_job_start(L(d), &sb->error, LOCAL_JOB_LAUNCH, sb->id, sb->id, 0, launch_helper,
+			    &job) < 0)
+		return ORC_ERROR;
+	return CTL_CREATE_RUNNING;
 }

@@ -83,8 +83,12 @@ int local_destroy(struct ctl_driver *d, const char *id, const char *handle)
 	struct ctl_proc_id row_p, file_p;
 	int have_row, have_file, err = 0;
 
+	int froze;
+
 	if (!orc_is_dns_label(id))
 		return ORC_EINVALID;
+	/* A fork still launching in its helper: stop that first. */
+	free(local_job_cancel(L(d), &froze, LOCAL_JOB_LAUNCH, id));
 	local_unwatch(d, id);
 	/* A paused sandbox: frozen processes do not die of SIGKILL. */
 	if (ctl_cgroup_frozen(&L(d)->cg, id))

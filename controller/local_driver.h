@@ -28,8 +28,9 @@ struct local {
 	int seccomp_fd;             /* the compiled filter (memfd) */
 	int btrfs;                  /* checkpoint backend btrfs: sandbox dirs are subvolumes,
 				     * checkpoints snapshots (checkpoint_local.c) */
-	struct ckpt_job *jobs;      /* copies running off the loop (checkpoint_job.c) */
+	struct local_job *jobs;     /* copies and fork launches off the loop (local_job.c) */
 	size_t njobs, ajobs;
+	int wake[2];                /* a helper ended: a byte on wake[0] (ops->jobs_fd) */
 };
 
 static inline struct local *L(struct ctl_driver *d)

@@ -70,6 +70,9 @@ struct rec {
 	int have_cap;
 	int cap_unknown;         /* the driver cannot tell yet (ORC_EUNAVAIL): admit all */
 	int freed;               /* a sandbox failed or was deleted: admit again */
+	struct rec_starting **starting;  /* launches off the loop (rec_launch.c) */
+	size_t nstarting, astarting;
+	int jobs_woke;           /* the driver's jobs_fd was readable */
 };
 
 /* rec_admit.c: queued rows admitted into the driver's capacity. */
@@ -127,6 +130,7 @@ struct rec_launched {
 	char *handle, *address;
 	int64_t create_ms;
 	int recorded;
+	int off_loop;            /* launched by a helper: its agent may be up already */
 };
 
 struct rec_launch_batch {
@@ -142,6 +146,17 @@ int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row)
 /* Record b's handles on their rows in one statement, add the recorded
  * sandboxes to the waiters, and empty b. */
 void rec_launch_batch_commit(struct rec *r, struct rec_launch_batch *b);
+/* Ask the driver again about the launches it runs off the loop
+ * (CTL_CREATE_RUNNING): record the ended ones as a batch, fail the
+ * failed ones and those past their pending timeout. */
+void rec_launch_poll(struct rec *r);
+/* Forget id's launch off the loop (its row is being deleted: the
+ * driver's destroy stops it). */
+void rec_launch_forget(struct rec *r, const char *id);
+/* Forget every launch off the loop (the loop ends). */
+void rec_launch_release(struct rec *r);
+/* reconcile.c: free row's fields. */
+void rec_row_release(struct row *row);
 
 /* rec_checkpoint.c: checkpoints taken and removed, pause applied. */
 void rec_checkpoint_pass(struct rec *r, int full);

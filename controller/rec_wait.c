@@ -283,8 +283,9 @@ int64_t rec_next_wakeup(const struct rec *r)
 			t = r->w[i].next_check_ms;
 	if (r->notified.n || r->overflow)
 		t = 0;
-	/* a checkpoint pass is due (a copy runs off the loop: rec_checkpoint.c) */
-	if (r->ckpt_notified && t > orc_mono_ms() + CKPT_POLL_MS)
+	/* a checkpoint pass is due (a copy runs off the loop: rec_checkpoint.c),
+	 * or launches run off the loop (their timeouts; the wake-up is jobs_fd) */
+	if ((r->ckpt_notified || r->nstarting) && t > orc_mono_ms() + CKPT_POLL_MS)
 		t = orc_mono_ms() + CKPT_POLL_MS;
 	return t;
 }

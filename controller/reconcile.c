@@ -72,6 +72,7 @@ static void delete(struct rec *r, const struct row *row)
 
 	if (w)
 		rec_waiter_remove(r, w);
+	rec_launch_forget(r, row->id);
 	if (r->drv->ops->destroy(r->drv, row->id, row->handle) < 0) {
 		orc_log(ORC_LOG_WARN, "deleting sandbox failed; retrying on the next sweep",
 			"sandbox_id", row->id, NULL);
@@ -166,19 +167,24 @@ static char *dup_or_null(PGresult *res, int i, int j)
 	return PQgetisnull(res, i, j) ? NULL : xstrdup(PQgetvalue(res, i, j));
 }
 
+void rec_row_release(struct row *row)
+{
+	free(row->id);
+	free(row->state);
+	free(row->image);
+	free(row->token);
+	free(row->handle);
+	free(row->expired);
+	free(row->forked_from);
+	memset(row, 0, sizeof(*row));
+}
+
 static void rows_free(struct row *rows, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++) {
-		free(rows[i].id);
-		free(rows[i].state);
-		free(rows[i].image);
-		free(rows[i].token);
-		free(rows[i].handle);
-		free(rows[i].expired);
-		free(rows[i].forked_from);
-	}
+	for (i = 0; i < n; i++)
+		rec_row_release(&rows[i]);
 	free(rows);
 }
 
@@ -328,10 +334,10 @@ static void prune_tick(struct rec *r, int64_t now)
 int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, PGconn *leader)
 {
 	struct rec r;
-	struct pollfd pfd[3];
+	struct pollfd pfd[4];
 	int64_t now, wake, last_connect = 0;
-	unsigned nfds;
-	int err = 0, evfd;
+	unsigned nfds, jobs_i;
+	int err = 0, evfd, jobsfd;
 	size_t i;
 
 	memset(&r, 0, sizeof(r));
@@ -348,6 +354,12 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 				orc_log(ORC_LOG_WARN, "database unavailable; retrying every second", NULL);
 		}
 		rec_collect_notifies(&r);
+		if (r.jobs_woke) {
+			/* a helper ended: empty the pipe first, then ask */
+			r.jobs_woke = 0;
+			driver->ops->jobs_drain(driver);
+			r.ckpt_notified = 1;
+		}
 		if (r.db && now >= r.next_sweep_ms) {
 			if ((err = ctl_leader_check(leader, 1)) < 0)
 				break;
@@ -367,6 +379,8 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 			rec_admit(&r);
 			pass(&r, 0);
 		}
+		if (r.db && r.nstarting)
+			rec_launch_poll(&r);
 		if (r.db && r.ckpt_notified)
 			rec_checkpoint_pass(&r, 0);
 		if (driver->ops->drain)
@@ -384,11 +398,19 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		evfd = driver->ops->events_fd ? driver->ops->events_fd(driver) : -1;
 		if (evfd >= 0 && r.nw)
 			pfd[nfds++] = (struct pollfd){ evfd, POLLIN, 0 };
-		if (wake > now && ctl_wait(pfd, nfds, wake - now) > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			if ((err = ctl_leader_check(leader, 0)) < 0)
+		jobsfd = driver->ops->jobs_fd ? driver->ops->jobs_fd(driver) : -1;
+		jobs_i = nfds;
+		if (jobsfd >= 0)
+			pfd[nfds++] = (struct pollfd){ jobsfd, POLLIN, 0 };
+		if (wake > now && ctl_wait(pfd, nfds, wake - now) > 0) {
+			if (jobs_i < nfds && (pfd[jobs_i].revents & POLLIN))
+				r.jobs_woke = 1;
+			if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+			    (err = ctl_leader_check(leader, 0)) < 0)
 				break;
 		}
 	}
+	rec_launch_release(&r);
 	for (i = r.nw; i > 0; i--)
 		rec_waiter_remove(&r, &r.w[i - 1]);
 	free(r.w);

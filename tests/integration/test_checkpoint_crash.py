@@ -6,7 +6,8 @@ dir) once everything is deleted.
 
 The window is made with ORCHARD_TEST_CHECKPOINT_DELAY_MS, a test-only
 sleep after the copy or snapshot is on disk and before the database
-knows (docs/configuration.md).
+knows (docs/configuration.md). ORCHARD_FORK_PARALLEL is 2 here, so a
+fork of 3 has two launches in their helpers and one waiting for a helper.
 """
 import contextlib
 import json
@@ -21,6 +22,7 @@ import btrfs_loop
 from test_checkpoints import checkpoint, create, sh
 
 DELAY_MS = 4000
+FORK_PARALLEL = 2
 
 
 @pytest.fixture(scope="module", params=["copy", "btrfs"])
@@ -28,7 +30,8 @@ def stack(request):
     backend = request.param
     if backend == "btrfs" and btrfs_loop.unavailable():
         pytest.skip(btrfs_loop.unavailable())
-    with btrfs_loop.stack_on(backend, {"ORCHARD_TEST_CHECKPOINT_DELAY_MS": str(DELAY_MS)},
+    with btrfs_loop.stack_on(backend, {"ORCHARD_TEST_CHECKPOINT_DELAY_MS": str(DELAY_MS),
+                                       "ORCHARD_FORK_PARALLEL": str(FORK_PARALLEL)},
                              "1G") as s:
         yield s
 
@@ -165,3 +168,91 @@ def test_a_long_copy_does_not_hold_up_the_reconcile_loop(stack, admin):
     assert r and r[0].status_code == 200 and r[0].json()["state"] == "ready", r and r[0].text
     for x in (sid, other):
         admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))
+
+
+def helpers_of(pid):
+    """The live child processes of pid that are copies of it (the
+    controller's helpers: same executable)."""
+    exe = os.readlink("/proc/%d/exe" % pid)
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            st = open("/proc/%s/stat" % d).read().rsplit(") ", 1)[1].split()
+            if int(st[1]) == pid and st[0] != "Z" and os.readlink("/proc/%s/exe" % d) == exe:
+                out.append(int(d))
+    return out
+
+
+def controller_pid(stack):
+    with open(os.path.join(stack.run_dir, "controller.pid")) as f:
+        return int(f.read().split()[0])
+
+
+def test_a_fork_launches_in_parallel_helpers_bounded_and_survives_a_killed_controller(stack, admin):
+    """A fork of 3 with ORCHARD_FORK_PARALLEL=2: two launches run at once
+    in helper processes while the third waits for one, the loop meanwhile
+    makes another sandbox ready; the controller is then killed with all
+    three pending, its helpers die with it, and the next controller
+    launches all three with the checkpoint's files; nothing is left after
+    deletion."""
+    sid = create(stack, admin)
+    sh(stack, admin, sid, "mkdir -p /workspace/d && echo forked > /workspace/d/f")
+    ck = checkpoint(stack, admin, sid)["id"]
+    r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, ck), json={"count": 3})
+    assert r.status_code == 200, r.text
+    kids = r.json()["sandbox_ids"]
+    assert len(kids) == 3
+    ctl = controller_pid(stack)
+    stack.wait_for(lambda: sum(in_delay(stack, "fork", k) for k in kids) >= FORK_PARALLEL,
+                   timeout=120, what="two launches in their test delay")
+    # Bounded: two helpers run, the third launch waits for one.
+    assert sum(in_delay(stack, "fork", k) for k in kids) == FORK_PARALLEL
+    assert len(helpers_of(ctl)) == FORK_PARALLEL, helpers_of(ctl)
+    # Not holding the loop: another sandbox becomes ready meanwhile.
+    other = create(stack, admin)
+    assert [state(stack, "sandboxes", k) for k in kids] == ["pending"] * 3, \
+        "the launches ended before the create: inconclusive"
+    helpers = helpers_of(ctl)
+    kill_controller(stack)
+    stack.wait_for(lambda: not any(os.path.exists("/proc/%d" % h) and
+                                   open("/proc/%d/stat" % h).read().split(") ")[1][0] != "Z"
+                                   for h in helpers),
+                   timeout=30, what="the helpers gone with the controller")
+    assert [state(stack, "sandboxes", k) for k in kids] == ["pending"] * 3
+    stack.up()
+    for k in kids:
+        info = stack.wait_ready(admin, k)
+        assert info["status"] == "ready", info
+        assert sh(stack, admin, k, "cat /workspace/d/f; ls /workspace") == "forked\nd\n"
+    for x in [sid, other] + kids:
+        admin.delete("%s/v1/sandboxes/%s" % (stack.url, x))
+    admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck))
+    stack.wait_for(lambda: state(stack, "checkpoints", ck) == "deleted" and
+                   all(state(stack, "sandboxes", x) == "deleted" for x in [sid, other] + kids),
+                   timeout=180, what="all deleted")
+    assert leftovers(stack, [sid, other, ck] + kids) == []
+
+
+def test_a_fork_deleted_while_it_launches_stops_its_helper_and_leaves_nothing(stack, admin):
+    """Deleting the forks while their launches run in helpers: every row
+    ends deleted, no helper is left, and nothing of them stays on disk."""
+    sid = create(stack, admin)
+    ck = checkpoint(stack, admin, sid)["id"]
+    r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, ck), json={"count": 3})
+    assert r.status_code == 200, r.text
+    kids = r.json()["sandbox_ids"]
+    ctl = controller_pid(stack)
+    stack.wait_for(lambda: any(in_delay(stack, "fork", k) for k in kids), timeout=120,
+                   what="a launch in its test delay")
+    for k in kids:
+        assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, k)).status_code in (200, 202, 204)
+    stack.wait_for(lambda: all(state(stack, "sandboxes", k) == "deleted" for k in kids),
+                   timeout=180, what="the forks deleted")
+    stack.wait_for(lambda: helpers_of(ctl) == [], timeout=60, what="no helper left")
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+    admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck))
+    stack.wait_for(lambda: state(stack, "checkpoints", ck) == "deleted" and
+                   state(stack, "sandboxes", sid) == "deleted", timeout=180, what="all deleted")
+    assert leftovers(stack, [sid, ck] + kids) == []
