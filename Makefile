@@ -106,10 +106,11 @@ $(eval $(call program,orchard-agent,agent))
 # The first process of every local sandbox (controller/watchdog/main.c):
 # static and libc-only so that it starts fast, and without sanitizers even
 # in bin-san/ (a static binary cannot carry them). It uses no liborchard.
-$(BINDIR)/orchard-watchdog: controller/watchdog/main.c
+$(BINDIR)/orchard-watchdog: controller/watchdog/main.c controller/watchdog/netns.c \
+		controller/watchdog/watchdog.h
 	@mkdir -p $(BINDIR)
 	$(QUIET_LINK)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARNINGS) -O2 -g -include lib/banned.h \
-		-static -o $@ $<
+		-static -o $@ $(filter %.c,$^)
 $(eval $(call program,orchardctl,cli))
 $(eval $(call program,orchard-admin,admin))
 $(eval $(call program,orchard-supervise,supervise))

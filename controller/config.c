@@ -107,7 +107,7 @@ static char *beside_self(const char *name)
 	return xasprintf("%s/%s", self, name);
 }
 
-/* execve() does not search PATH, so find bwrap once here. */
+/* execve() does not search PATH, so find bwrap and slirp4netns once here. */
 static char *find_in_path(const char *name)
 {
 	const char *path = getenv("PATH");
@@ -340,6 +340,10 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 	if ((err = tools_config(cfg)) < 0)
 		goto done;
 	cfg->bwrap_bin = find_in_path(bwrap && *bwrap ? bwrap : "bwrap");
+	{
+		const char *slirp = getenv("ORCHARD_SLIRP4NETNS");
+		cfg->slirp4netns = find_in_path(slirp && *slirp ? slirp : "slirp4netns");
+	}
 	if (!cfg->watchdog_bin || !*cfg->watchdog_bin) {
 		free(cfg->watchdog_bin);
 		cfg->watchdog_bin = beside_self("orchard-watchdog");
@@ -369,6 +373,7 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->agent_bin, NULL);
 	set_str(&cfg->bwrap_bin, NULL);
 	set_str(&cfg->watchdog_bin, NULL);
+	set_str(&cfg->slirp4netns, NULL);
 	set_str(&cfg->driver, NULL);
 	set_str(&cfg->image_dir, NULL);
 	set_str(&cfg->agent_bundle, NULL);

@@ -15,6 +15,8 @@ struct ctl_config {
 	char *bwrap_bin;         /* ORCHARD_BWRAP / --bwrap (default "bwrap" in PATH) */
 	char *watchdog_bin;      /* ORCHARD_WATCHDOG_BIN: every sandbox's first process and
 				  * TTL guard (default: orchard-watchdog beside the controller) */
+	char *slirp4netns;       /* ORCHARD_SLIRP4NETNS: the egress of block_network:false
+				  * sandboxes (default: slirp4netns in PATH; docs/controller.md) */
 	char *driver;            /* --driver (default "local") */
 	uid_t sandbox_uid;       /* ORCHARD_SANDBOX_UID (root only; default 65534) */
 	gid_t sandbox_gid;       /* ORCHARD_SANDBOX_GID (root only; default 65534) */
@@ -46,7 +48,7 @@ struct ctl_config {
 				  * in helper processes (default 8; 0: one by one in the loop) */
 };
 
-#define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }
+#define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }
 
 /*
  * Fill cfg from the environment, then from argv (flags win). Returns 0,

@@ -85,6 +85,8 @@ struct ctl_spawn {
 	char *const *cgroup_procs;  /* NULL-terminated: cgroup.procs files the watchdog
 				     * joins (while still privileged); or NULL */
 	int seccomp_fd;             /* becomes CTL_SPAWN_SECCOMP_FD in the child; -1: none */
+	const char *slirp4netns;    /* or NULL: the watchdog gives the sandbox a network
+				     * namespace with egress through it (watchdog/netns.c) */
 };
 
 /* The fd number the launched process finds the seccomp filter on. */

@@ -107,6 +107,12 @@ static int check_request(struct ctl_driver *d, struct ctl_sandbox *sb)
 				      d->cfg->state_dir);
 		return ORC_EINVALID;
 	}
+	/* Never the host's network namespace instead (issue 19 item 6). */
+	if (!sb->block_network && access(d->cfg->slirp4netns, X_OK) < 0) {
+		sb->error = xasprintf("block_network false needs slirp4netns, and \"%s\" is missing on "
+				      "the host (install it, or set ORCHARD_SLIRP4NETNS)", d->cfg->slirp4netns);
+		return ORC_ERROR;
+	}
 	if (access(d->cfg->agent_bin, X_OK) < 0) {
 		sb->error = xasprintf("agent binary \"%s\" is missing on the host", d->cfg->agent_bin);
 		return ORC_ERROR;
@@ -230,6 +236,7 @@ static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
 		d->cfg->sandbox_uid, d->cfg->sandbox_gid,
 		procs.n ? procs.v : NULL, scfd,
+		sb->block_network ? NULL : d->cfg->slirp4netns,
 	};
 	if (!in_helper)
 		local_watch_run_dir(L(d), d->cfg->state_dir, sb->id);

@@ -27,7 +27,7 @@
 
 #define HIGH_FD 16
 
-/* orchard-watchdog --ttl N [--user U:G] [--cgroup P]... -- argv... */
+/* orchard-watchdog --ttl N [--user U:G] [--cgroup P]... [--slirp4netns S] -- argv... */
 static void watchdog_argv(struct ctl_strv *out, const struct ctl_spawn *sp)
 {
 	ctl_strv_push(out, sp->watchdog);
@@ -40,6 +40,10 @@ static void watchdog_argv(struct ctl_strv *out, const struct ctl_spawn *sp)
 	for (char *const *cg = sp->cgroup_procs; cg && *cg; cg++) {
 		ctl_strv_push(out, "--cgroup");
 		ctl_strv_push(out, *cg);
+	}
+	if (sp->slirp4netns) {
+		ctl_strv_push(out, "--slirp4netns");
+		ctl_strv_push(out, sp->slirp4netns);
 	}
 	ctl_strv_push(out, "--");
 	for (char *const *a = sp->argv; *a; a++)

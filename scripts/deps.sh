@@ -19,6 +19,7 @@ PACKAGES=(
 	# the local stack (scripts/stack.sh)
 	postgresql postgresql-client nginx openssl bubblewrap curl
 	iproute2 procps ca-certificates util-linux
+	slirp4netns  # egress-only network namespace of block_network:false sandboxes (docs/controller.md)
 	umoci   # orchard-admin image import --oci (docs/images.md)
 	btrfs-progs  # the btrfs checkpoint backend's tests and bench (docs/checkpoints.md)
 	# tests

@@ -2,7 +2,7 @@
  * orchard-watchdog: the first process of every local sandbox.
  *
  *   orchard-watchdog --ttl SECONDS [--user UID:GID] [--cgroup PROCS_FILE]...
- *                    -- PROGRAM [ARG]...
+ *                    [--slirp4netns PATH] -- PROGRAM [ARG]...
  *
  * The controller starts it with posix_spawn, which does not copy the
  * controller's address space, and it does what must happen after the
@@ -12,10 +12,13 @@
  *     while still privileged). Joining a cgroup v1 hierarchy waits for an
  *     RCU grace period; here that wait is the sandbox's, not the
  *     controller's;
- *  2. drop to the sandbox's unprivileged identity and set no_new_privs;
- *  3. start PROGRAM with posix_spawn (bubblewrap, with --die-with-parent: the sandbox dies
+ *  2. with --slirp4netns, move into a network namespace of the sandbox's
+ *     own with egress only through slirp4netns (netns.c), which PROGRAM
+ *     inherits;
+ *  3. drop to the sandbox's unprivileged identity and set no_new_privs;
+ *  4. start PROGRAM with posix_spawn (bubblewrap, with --die-with-parent: the sandbox dies
  *     when we do, so killing this process kills the sandbox);
- *  4. kill PROGRAM with SIGKILL when the TTL runs out. That is the TTL's
+ *  5. kill PROGRAM with SIGKILL when the TTL runs out. That is the TTL's
  *     enforcement while the controller is down (issue 5 §4).
  *
  * SIGTERM, SIGINT, SIGHUP and SIGQUIT are passed on to PROGRAM. We exit
@@ -40,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "watchdog.h"
+
 #define MAX_CGROUPS 16
 #define MAX_TTL_S   (10LL * 365 * 86400)
 
@@ -50,10 +55,11 @@ struct watchdog {
 	gid_t gid;
 	const char *cgroups[MAX_CGROUPS];
 	size_t ncgroups;
+	char *slirp4netns;         /* --slirp4netns: a network namespace of its own */
 	char **argv;           /* PROGRAM and its arguments */
 };
 
-static void die(const char *what, int err)
+void watchdog_die(const char *what, int err)
 {
 	if (err)
 		fprintf(stderr, "orchard-watchdog: %s: %s\n", what, strerror(err));
@@ -109,28 +115,33 @@ static void parse_args(struct watchdog *w, int argc, char **argv)
 		}
 		if (!strcmp(opt, "--ttl")) {
 			if (parse_ll(&w->ttl_s, val, 1, MAX_TTL_S) < 0)
-				die("--ttl wants a number of seconds (1 or more)", 0);
+				watchdog_die("--ttl wants a number of seconds (1 or more)", 0);
 		} else if (!strcmp(opt, "--user")) {
 			if (parse_user(w, val) < 0)
-				die("--user wants UID:GID", 0);
+				watchdog_die("--user wants UID:GID", 0);
+		} else if (!strcmp(opt, "--slirp4netns")) {
+			if (!val || val[0] != '/')
+				watchdog_die("--slirp4netns wants an absolute path", 0);
+			w->slirp4netns = argv[i + 1];
 		} else if (!strcmp(opt, "--cgroup")) {
 			if (!val || w->ncgroups == MAX_CGROUPS)
-				die("--cgroup wants a cgroup.procs file (at most 16)", 0);
+				watchdog_die("--cgroup wants a cgroup.procs file (at most 16)", 0);
 			w->cgroups[w->ncgroups++] = val;
 		} else {
-			die("usage: orchard-watchdog --ttl SECONDS [--user UID:GID] "
-			    "[--cgroup PROCS_FILE]... -- PROGRAM [ARG]...", 0);
+			watchdog_die("usage: orchard-watchdog --ttl SECONDS [--user UID:GID] "
+			    "[--cgroup PROCS_FILE]... [--slirp4netns PATH] -- PROGRAM [ARG]...", 0);
 		}
 		i++;
 	}
 	if (w->ttl_s < 0)
-		die("--ttl is required", 0);
+		watchdog_die("--ttl is required", 0);
 	if (i >= argc || argv[i][0] != '/')
-		die("PROGRAM (an absolute path) is required after --", 0);
+		watchdog_die("PROGRAM (an absolute path) is required after --", 0);
 	w->argv = argv + i;
 }
 
-/* Steps 1 and 2: cgroups while privileged, then the sandbox's identity. */
+/* Steps 1 to 3: cgroups and the network while privileged, then the
+ * sandbox's identity. */
 static void enter_sandbox_identity(const struct watchdog *w)
 {
 	for (size_t i = 0; i < w->ncgroups; i++) {
@@ -138,18 +149,20 @@ static void enter_sandbox_identity(const struct watchdog *w)
 		ssize_t n;
 
 		if (fd < 0)
-			die("joining its cgroup: open() failed", errno);
+			watchdog_die("joining its cgroup: open() failed", errno);
 		do
 			n = write(fd, "0", 1);
 		while (n < 0 && errno == EINTR);
 		if (n != 1)
-			die("joining its cgroup: write() failed", errno);
+			watchdog_die("joining its cgroup: write() failed", errno);
 		close(fd);
 	}
+	if (w->slirp4netns)
+		watchdog_netns_enter(w->slirp4netns);
 	if (w->drop && (setgroups(0, NULL) < 0 || setgid(w->gid) < 0 || setuid(w->uid) < 0))
-		die("dropping privileges failed", errno);
+		watchdog_die("dropping privileges failed", errno);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		die("no_new_privs failed", errno);
+		watchdog_die("no_new_privs failed", errno);
 }
 
 static int64_t mono_ms(void)
@@ -169,7 +182,7 @@ static int exit_code(int status)
 	return 127;
 }
 
-/* Steps 3 and 4. */
+/* Steps 4 and 5. */
 static int supervise(const struct watchdog *w)
 {
 	static const int passed_on[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
@@ -193,7 +206,7 @@ static int supervise(const struct watchdog *w)
 	if (posix_spawnattr_init(&attr) != 0 ||
 	    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK) != 0 ||
 	    posix_spawnattr_setsigmask(&attr, &old) != 0)
-		die("posix_spawnattr failed", errno);
+		watchdog_die("posix_spawnattr failed", errno);
 	rc = posix_spawn(&pid, w->argv[0], NULL, &attr, w->argv, environ);
 	posix_spawnattr_destroy(&attr);
 	if (rc != 0) {

@@ -68,6 +68,15 @@ def log_tails(var, lines=30):
     return "\n".join(out)
 
 
+def process_argv0(pid):
+    """argv[0] of a process as bytes; b"" when it is gone (or a zombie)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[0]
+    except OSError:
+        return b""
+
+
 def processes_referencing(text):
     """Pids of processes whose command line mentions text (not ourselves)."""
     found = []

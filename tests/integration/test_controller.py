@@ -22,7 +22,7 @@ import uuid
 
 import pytest
 
-from stack import sanitizer_env, save_sanitizer_reports
+from stack import process_argv0, sanitizer_env, save_sanitizer_reports
 
 from ctl_harness import AGENT, CONTROLLER, IS_ROOT, PGBIN, Controller, Postgres, wait_for
 
@@ -214,14 +214,18 @@ def pid_gone(pid):
         return True
 
 
+def children_named(pid, suffix):
+    return [c for c in children_of(pid) if process_argv0(c).endswith(suffix)]
+
+
 def ns_init_of(handle):
     """The driver handle names the watchdog (orchard-watchdog); its child is
-    bwrap's monitor, whose child is the init of the sandbox's pid namespace
-    (the agent: bwrap --as-pid-1)."""
+    bwrap's monitor (beside slirp4netns when block_network is false), whose
+    child is the init of the sandbox's pid namespace (the agent: bwrap
+    --as-pid-1)."""
     watchdog, _ = pid_of(handle)
-    with open("/proc/%d/cmdline" % watchdog, "rb") as f:
-        assert f.read().split(b"\0")[0].endswith(b"/orchard-watchdog")
-    outer = wait_for(lambda: children_of(watchdog), what="bwrap under the watchdog")[0]
+    assert process_argv0(watchdog).endswith(b"/orchard-watchdog")
+    outer = wait_for(lambda: children_named(watchdog, b"bwrap"), what="bwrap under the watchdog")[0]
     return wait_for(lambda: children_of(outer), what="the namespace init")[0]
 
 
@@ -459,15 +463,24 @@ def test_block_network_leaves_only_loopback(env, ready_sandbox):
     assert interfaces(pid) == ["lo"]
 
 
-def test_unblocked_network_shares_the_host_network(env):
+def test_unblocked_network_is_a_namespace_of_its_own_behind_slirp4netns(env):
+    """block_network false: not the host's network namespace (issue 19
+    item 6) but one with lo and slirp4netns's tap0, whose slirp4netns is
+    the watchdog's child and dies with the sandbox."""
     sid, _ = env.insert(block_network=False)
     row = env.wait_state(sid, "ready")
     pid = ns_init_of(row["driver_handle"])
     assert os.readlink("/proc/%d/ns/pid" % pid) != os.readlink("/proc/self/ns/pid")
-    assert os.readlink("/proc/%d/ns/net" % pid) == os.readlink("/proc/self/ns/net")
-    assert interfaces(pid) == interfaces(os.getpid())
+    assert os.readlink("/proc/%d/ns/net" % pid) != os.readlink("/proc/self/ns/net")
+    assert interfaces(pid) == ["lo", "tap0"]
+    watchdog, _ = pid_of(row["driver_handle"])
+    slirp = children_named(watchdog, b"slirp4netns")
+    assert len(slirp) == 1, children_of(watchdog)
+    # slirp4netns itself stays in the host's namespace: that is the egress.
+    assert os.readlink("/proc/%d/ns/net" % slirp[0]) == os.readlink("/proc/self/ns/net")
     env.set_state(sid, "deleting")
     env.wait_state(sid, "deleted")
+    wait_for(lambda: pid_gone(slirp[0]), what="slirp4netns gone with its sandbox")
 
 
 def test_delete_kills_the_sandbox_and_removes_its_dir(env):
