@@ -237,6 +237,9 @@ int api_rate_limit_take(struct api_req *r);
 int api_idempotency_bind(struct api_req *r, PGconn *db, const char *scope, const char *key);
 /* Mark the answer as the replay of an earlier one (Idempotent-Replayed). */
 void api_idempotency_replayed(struct api_req *r);
+/* Forget key's binding: the request it came with was refused and wrote
+ * nothing (a 429), so the key is free again. */
+void api_idempotency_unbind(struct api_req *r, const char *scope, const char *key);
 
 /* ---- router.c ---------------------------------------------------------- */
 
@@ -463,6 +466,42 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 			const struct api_job_sink *sink);
 /* Fail a job that is still queued (it will never run here). */
 void api_job_abandon(const char *job_id, const char *why);
+
+/* ---- exec_limit.c: backpressure on exec (sql/migrations/033) ---------- */
+
+/*
+ * The limits of a tenant as a query (columns id, name, sb, tn, qsb, qtn:
+ * max_execs_per_sandbox, max_execs, max_queued_execs_per_sandbox,
+ * max_queued_execs, each NULL when none), its NULL columns taking the
+ * server defaults d1-d4 (parameters, from api_exec_limit_params).
+ */
+#define API_EXEC_LIMIT_SQL(tenant, d1, d2, d3, d4) \
+	"SELECT x.id, x.name, coalesce(x.max_execs_per_sandbox, " d1 "::int) AS sb," \
+	" coalesce(x.max_execs, " d2 "::int) AS tn," \
+	" coalesce(x.max_queued_execs_per_sandbox, " d3 "::int) AS qsb," \
+	" coalesce(x.max_queued_execs, " d4 "::int) AS qtn FROM tenants x WHERE x.id = " tenant
+/* Sandbox s (a sandboxes row) could start a job now, under limits lim. */
+#define API_EXEC_SLOT_FREE_SQL(s) \
+	s ".state = 'ready' AND NOT " s ".paused AND NOT " s ".pause_desired AND (lim.sb IS NULL" \
+	" OR (SELECT count(*) FROM jobs r WHERE r.sandbox_id = " s ".id AND r.status = 'running')" \
+	" < lim.sb)"
+/* Read the ORCHARD_EXEC_* defaults; ORC_EINVALID (logged) for a bad one. */
+int api_exec_limit_init(void);
+/* The four defaults as query parameters (NULL: none). */
+void api_exec_limit_params(const char *params[4]);
+/* BEGIN and take the exec lock of the tenant (of job_id's tenant). On
+ * failure nothing is left open. The caller commits or rolls back. */
+int api_exec_limit_lock(PGconn *db, int64_t tenant_id);
+int api_exec_limit_lock_job(PGconn *db, const char *job_id);
+/*
+ * Under the tenant's exec lock: may a new exec of sandbox_id run at once
+ * (*run_now_out 1), or wait (0)? ORC_EQUOTA (msg names the bound) when it
+ * would wait and a queue bound is reached.
+ */
+int api_exec_limit_admit(int *run_now_out, PGconn *db, int64_t tenant_id, const char *sandbox_id,
+			 char *msg, size_t msglen);
+/* 429 with Retry-After for an api_exec_limit_admit refusal. */
+int api_reply_exec_limit(struct api_req *r, const char *msg);
 
 /* ---- job_failure.c: what ended a job (sql/migrations/023) ------------- */
 

@@ -23,6 +23,11 @@
  *                   lane.
  * Idempotency-Key: a retry gets the first job (waited on like the first
  * call), and the command never runs twice.
+ *
+ * Under exec limits (exec_limit.c) a job is accepted in the tenant's exec
+ * lock instead: queued while no slot is free (in the database, so it runs
+ * once whatever api process dies), a 429 naming the bound when the queue
+ * is full. A wait: true job that queues waits as a serial one does.
  */
 #include <stdio.h>
 #include <string.h>
@@ -155,7 +160,9 @@ static char *event_data(const struct exec_req *x)
 }
 
 /* The accepting statement's own columns, after claim()'s. */
-enum { ACC_STATE = API_CLAIM_NCOLS, ACC_MESSAGE, ACC_INSERTED, ACC_SEQ };
+enum { ACC_STATE = API_CLAIM_NCOLS, ACC_MESSAGE, ACC_INSERTED, ACC_SEQ, ACC_LIMITED };
+
+#define NEED_LOCK 1 /* insert_job: exec limits apply; accept under the lock */
 
 /*
  * Insert the job if the sandbox is the caller's and ready; *seq_out gets
@@ -181,12 +188,12 @@ enum { ACC_STATE = API_CLAIM_NCOLS, ACC_MESSAGE, ACC_INSERTED, ACC_SEQ };
  * Jobs that end after the snapshot only make the test stricter.
  */
 static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
-		      const struct exec_req *x, const char *job_id, int claim, char *msg,
-		      size_t msglen)
+		      const struct exec_req *x, const char *job_id, int claim, int locked,
+		      char *msg, size_t msglen)
 {
 	char tenant[24], timeout[24], lease[24], max_output[24], *data = event_data(x);
-	const char *params[19];
-	int lengths[19] = { 0 }, formats[19] = { 0 };
+	const char *params[24];
+	int lengths[24] = { 0 }, formats[24] = { 0 };
 	PGresult *res = NULL;
 	int err;
 
@@ -215,13 +222,18 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 	snprintf(max_output, sizeof(max_output), "%lld", (long long)x->max_output);
 	params[17] = x->max_output ? max_output : NULL;
 	params[18] = x->cwd_strict ? "true" : "false";
+	params[19] = locked ? "true" : "false";
+	api_exec_limit_params(params + 20);
 	err = orc_pg_query_bin(&res, db,
+		"WITH lim AS (" API_EXEC_LIMIT_SQL("$2::bigint", "$21", "$22", "$23", "$24") "),"
 		/* a paused sandbox (sandbox_pause.c) reads as state 'paused' */
-		"WITH s AS (SELECT id, tenant_id, CASE WHEN state = 'ready' AND (paused OR pause_desired)"
+		" s AS (SELECT id, tenant_id, CASE WHEN state = 'ready' AND (paused OR pause_desired)"
 		" THEN 'paused' ELSE state END AS state, state_message, job_seq FROM sandboxes"
 		" WHERE id = $1 AND tenant_id = $2 AND state NOT IN ('deleting', 'deleted')),"
 		" n AS (UPDATE sandboxes SET job_seq = job_seq + 1 WHERE id = $1 AND tenant_id = $2"
 		" AND state = 'ready' AND NOT paused AND NOT pause_desired"
+		/* under exec limits, only under the tenant's lock (exec_limit.c) */
+		" AND ($20::boolean OR (SELECT num_nonnulls(sb, tn, qsb, qtn) FROM lim) = 0)"
 		" RETURNING id, tenant_id, job_seq, agent_address, agent_token, env, workdir),"
 		" t AS (SELECT n.*, $16::boolean AND n.agent_address IS NOT NULL"
 		" AND (NOT $17::boolean OR (n.job_seq = (SELECT s.job_seq + 1 FROM s)"
@@ -229,12 +241,13 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 		" AND o.status IN ('queued', 'running')))) AS turn, clock_timestamp() AS at FROM n),"
 		" j AS (INSERT INTO jobs (id, sandbox_id, tenant_id, command, cwd, env, login_shell,"
 		" stdin, timeout_seconds, runner, lease_until, created_by_key, idempotency_key, seq,"
-		" status, created_at, started_at, serial, max_output_bytes, cwd_strict)"
+		" status, created_at, started_at, serial, max_output_bytes, cwd_strict, queue_order)"
 		" SELECT $3, t.id, t.tenant_id, $4::jsonb, $5, $6::jsonb, $7::boolean, $8::bytea,"
 		" $9::int, $10, now() + $15::int * interval '1 second', $11::bigint, $12, t.job_seq,"
 		" CASE WHEN t.turn THEN 'running' ELSE 'queued' END,"
 		/* one clock reading: a job claimed here starts as it is created */
-		" t.at, CASE WHEN t.turn THEN t.at END, $17::boolean, $18::bigint, $19::boolean"
+		" t.at, CASE WHEN t.turn THEN t.at END, $17::boolean, $18::bigint, $19::boolean,"
+		" CASE WHEN $20::boolean THEN nextval('jobs_queue_order_seq') END"
 		" FROM t RETURNING id, sandbox_id, tenant_id, seq, status, command, cwd, env,"
 		" login_shell, stdin, timeout_seconds, max_output_bytes, cwd_strict),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, job_id, kind, data, api_key_id,"
@@ -244,14 +257,18 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 		" SELECT t.agent_address, t.agent_token, j.command, j.cwd, j.env, j.login_shell,"
 		" j.stdin, j.timeout_seconds, t.env AS sandbox_env, t.workdir, j.max_output_bytes,"
 		" j.cwd_strict, CASE WHEN j.status = 'running' THEN 'run' ELSE 'wait' END,"
-		" s.state, coalesce(s.state_message, ''), j.id IS NOT NULL, j.seq"
+		" s.state, coalesce(s.state_message, ''), j.id IS NOT NULL, j.seq,"
+		" NOT $20::boolean AND coalesce((SELECT num_nonnulls(sb, tn, qsb, qtn) > 0 FROM lim), false)"
 		" FROM s LEFT JOIN j ON true LEFT JOIN t ON true",
-		19, params, lengths, formats);
+		24, params, lengths, formats);
 	free(data);
 	if (err < 0)
 		return err;
 	if (PQntuples(res) != 1)
 		err = ORC_ENOTFOUND;
+	else if (strcmp(PQgetvalue(res, 0, ACC_INSERTED), "t") && !strcmp(PQgetvalue(res, 0, ACC_STATE), "ready")
+		 && !strcmp(PQgetvalue(res, 0, ACC_LIMITED), "t"))
+		err = NEED_LOCK;
 	else if (strcmp(PQgetvalue(res, 0, ACC_INSERTED), "t")) {
 		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, ACC_STATE), PQgetvalue(res, 0, ACC_MESSAGE));
 		err = API_ENOTREADY;
@@ -281,7 +298,7 @@ static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGcon
 
 	api_waiter_init(&w, API_CHAN_SANDBOX, r->id);
 	for (;;) {
-		err = insert_job(claimed_out, seq_out, *db, r, x, job_id, x->wait, msg, msglen);
+		err = insert_job(claimed_out, seq_out, *db, r, x, job_id, x->wait, 0, msg, msglen);
 		if (err != API_ENOTREADY || strncmp(msg, "pending\t", 8) || orc_mono_ms() >= until)
 			return err;
 		orc_pg_pool_release(&api_server.db, *db);
@@ -290,6 +307,32 @@ static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGcon
 		if ((err = orc_pg_pool_acquire(&api_server.db, db)) < 0)
 			return err;
 	}
+}
+
+/*
+ * insert_job under exec limits (exec_limit.c), in the tenant's exec lock:
+ * claimed at once (wait: true) only when a slot is free and nothing of the
+ * tenant waits ahead of it, else queued. ORC_EQUOTA (msg names the bound)
+ * when it would wait and a queue bound is reached: nothing is written.
+ */
+static int insert_limited(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
+			  const struct exec_req *x, const char *job_id, char *msg, size_t msglen)
+{
+	PGresult *claimed = NULL;
+	int run_now = 0, err;
+
+	if ((err = api_exec_limit_lock(db, r->tenant_id)) < 0)
+		return err;
+	if ((err = api_exec_limit_admit(&run_now, db, r->tenant_id, r->id, msg, msglen)) < 0 ||
+	    (err = insert_job(&claimed, seq_out, db, r, x, job_id, x->wait && run_now, 1, msg,
+			      msglen)) < 0 ||
+	    (err = orc_pg_commit(db)) < 0) {
+		orc_pg_rollback(db);
+		PQclear(claimed);
+		return err;
+	}
+	*claimed_out = claimed;
+	return 0;
 }
 
 static int reply_job_row(struct api_req *r, PGresult *res)
@@ -453,6 +496,8 @@ int api_exec_post(struct api_req *r)
 	}
 	new_job_id(job_id);
 	err = insert_job_when_ready(&claimed, &seq, &db, r, &x, job_id, msg, sizeof(msg));
+	if (err == NEED_LOCK)
+		err = insert_limited(&claimed, &seq, db, r, &x, job_id, msg, sizeof(msg));
 	if (err == ORC_ECONFLICT && x.idempotency_key) {
 		/* a concurrent retry with the same key inserted first */
 		err = replay(r, &x, &db);
@@ -468,6 +513,13 @@ int api_exec_post(struct api_req *r)
 	}
 	if (err == API_ENOTREADY) {
 		err = reply_not_ready(r, msg);
+		goto done;
+	}
+	if (err == ORC_EQUOTA) {
+		/* refused: the key may be used again, for this body or another */
+		if (x.idempotency_key)
+			api_idempotency_unbind(r, "exec", x.idempotency_key);
+		err = api_reply_exec_limit(r, msg);
 		goto done;
 	}
 	if (err < 0) {

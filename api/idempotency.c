@@ -64,6 +64,20 @@ int api_idempotency_bind(struct api_req *r, PGconn *db, const char *scope, const
 	return 0;
 }
 
+void api_idempotency_unbind(struct api_req *r, const char *scope, const char *key)
+{
+	char tenant[24];
+	const char *params[3] = { tenant, scope, key };
+	PGconn *db = NULL;
+
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
+	if (orc_pg_pool_acquire(&api_server.db, &db) < 0)
+		return;
+	orc_pg_query(NULL, db, "DELETE FROM idempotency_keys WHERE tenant_id = $1::bigint"
+		     " AND scope = $2 AND key = $3", 3, params);
+	orc_pg_pool_release(&api_server.db, db);
+}
+
 void api_idempotency_replayed(struct api_req *r)
 {
 	api_req_add_header(r, "Idempotent-Replayed", "true");

@@ -138,8 +138,72 @@ void api_job_abandon(const char *job_id, const char *why)
 }
 
 /*
+ * One claim statement; locked: under the tenant's exec lock
+ * (exec_limit.c), for a job accepted under exec limits (jobs.queue_order
+ * set), which also needs a free slot and no job of the tenant waiting
+ * ahead of it. Unlocked, such a job is never claimed: the verdict is
+ * "limited" and the caller claims it again under the lock.
+ */
+static const char claim_sql[] =
+	"WITH lim AS (" API_EXEC_LIMIT_SQL("(SELECT tenant_id FROM jobs WHERE id = $1)", "$5", "$6",
+					   "$7", "$8") "),"
+	" c AS (UPDATE jobs j SET status = 'running', started_at = clock_timestamp(),"
+	" runner = $2, lease_until = now() + $3::int * interval '1 second'"
+	" FROM sandboxes s, lim WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id"
+	" AND s.state = 'ready' AND s.agent_address IS NOT NULL"
+	" AND (NOT j.serial OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = j.sandbox_id"
+	" AND o.id <> j.id AND o.serial"
+	" AND (o.status = 'running' OR (o.status = 'queued' AND o.seq < j.seq))))"
+	" AND (j.queue_order IS NULL OR ($4::boolean"
+	" AND (lim.sb IS NULL OR (SELECT count(*) FROM jobs r WHERE r.sandbox_id = j.sandbox_id"
+	" AND r.status = 'running') < lim.sb)"
+	" AND (lim.tn IS NULL OR (SELECT count(*) FROM jobs r WHERE r.tenant_id = j.tenant_id"
+	" AND r.status = 'running') < lim.tn)"
+	" AND NOT EXISTS (SELECT 1 FROM jobs o JOIN sandboxes os ON os.id = o.sandbox_id"
+	" WHERE o.tenant_id = j.tenant_id AND o.status = 'queued' AND NOT o.serial"
+	" AND o.queue_order < j.queue_order"
+	" AND (o.sandbox_id = j.sandbox_id OR (" API_EXEC_SLOT_FREE_SQL("os") ")))))"
+	" RETURNING s.agent_address, s.agent_token, j.command, j.cwd, j.env, j.login_shell,"
+	" j.stdin, j.timeout_seconds, s.env AS sandbox_env, s.workdir, j.max_output_bytes,"
+	" j.cwd_strict),"
+	" q AS (SELECT j.status, j.queue_order, s.state, s.agent_address FROM jobs j"
+	" JOIN sandboxes s ON s.id = j.sandbox_id WHERE j.id = $1)"
+	" SELECT c.*, CASE WHEN c.agent_address IS NOT NULL THEN 'run'"
+	" WHEN q.status IS DISTINCT FROM 'queued' THEN 'gone'"
+	" WHEN q.state <> 'ready' OR q.agent_address IS NULL THEN 'unready'"
+	" WHEN q.queue_order IS NOT NULL AND NOT $4::boolean THEN 'limited' ELSE 'wait' END"
+	" FROM (SELECT 1) one LEFT JOIN q ON true LEFT JOIN c ON true";
+
+static int claim_once(PGresult **out, PGconn *db, const char *job_id, int locked)
+{
+	char lease[24];
+	const char *params[8] = { job_id, api_server.runner, lease, locked ? "true" : "false" };
+
+	snprintf(lease, sizeof(lease), "%d", LEASE_S);
+	api_exec_limit_params(params + 4);
+	return orc_pg_query(out, db, claim_sql, 8, params);
+}
+
+/* The claim of a job accepted under exec limits, in the tenant's lock. */
+static int claim_locked(PGresult **out, PGconn *db, const char *job_id)
+{
+	int err;
+
+	if ((err = api_exec_limit_lock_job(db, job_id)) < 0)
+		return err;
+	if ((err = claim_once(out, db, job_id, 1)) < 0 || (err = orc_pg_commit(db)) < 0) {
+		orc_pg_rollback(db);
+		PQclear(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+/*
  * queued -> running while the sandbox is ready and the job's turn has come.
- * A concurrent job's turn comes at once. A serial job's
+ * A concurrent job's turn comes at once, unless it was accepted under exec
+ * limits (exec_limit.c): then when a slot is free and nothing of the tenant
+ * waits ahead of it. A serial job's
  * (sql/migrations/019_job_concurrency.sql) comes when no other serial job
  * of its sandbox is running and none accepted before it (smaller seq,
  * sql/migrations/007_job_order.sql) is still queued, whichever replica
@@ -158,34 +222,19 @@ void api_job_abandon(const char *job_id, const char *why)
  */
 static int claim(PGresult **out, const char *job_id)
 {
-	char lease[24];
-	const char *params[3] = { job_id, api_server.runner, lease };
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	const char *verdict;
 	int err;
 
-	snprintf(lease, sizeof(lease), "%d", LEASE_S);
 	if (orc_pg_pool_acquire(&api_server.db, &db) < 0)
 		return API_EAGAIN;
-	err = orc_pg_query(&res, db,
-		"WITH c AS (UPDATE jobs j SET status = 'running', started_at = clock_timestamp(),"
-		" runner = $2, lease_until = now() + $3::int * interval '1 second'"
-		" FROM sandboxes s WHERE j.id = $1 AND j.status = 'queued' AND s.id = j.sandbox_id"
-		" AND s.state = 'ready' AND s.agent_address IS NOT NULL"
-		" AND (NOT j.serial OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.sandbox_id = j.sandbox_id"
-		" AND o.id <> j.id AND o.serial"
-		" AND (o.status = 'running' OR (o.status = 'queued' AND o.seq < j.seq))))"
-		" RETURNING s.agent_address, s.agent_token, j.command, j.cwd, j.env, j.login_shell,"
-		" j.stdin, j.timeout_seconds, s.env AS sandbox_env, s.workdir, j.max_output_bytes,"
-		" j.cwd_strict),"
-		" q AS (SELECT j.status, s.state, s.agent_address FROM jobs j"
-		" JOIN sandboxes s ON s.id = j.sandbox_id WHERE j.id = $1)"
-		" SELECT c.*, CASE WHEN c.agent_address IS NOT NULL THEN 'run'"
-		" WHEN q.status IS DISTINCT FROM 'queued' THEN 'gone'"
-		" WHEN q.state <> 'ready' OR q.agent_address IS NULL THEN 'unready' ELSE 'wait' END"
-		" FROM (SELECT 1) one LEFT JOIN q ON true LEFT JOIN c ON true",
-		3, params);
+	err = claim_once(&res, db, job_id, 0);
+	if (err == 0 && PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, API_CLAIM_VERDICT), "limited")) {
+		PQclear(res);
+		res = NULL;
+		err = claim_locked(&res, db, job_id);
+	}
 	orc_pg_pool_release(&api_server.db, db);
 	if (err < 0) {
 		if (err != ORC_EUNAVAIL)

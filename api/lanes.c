@@ -20,6 +20,10 @@
  * a try is under way are counted and the try is repeated instead of parked:
  * interest is registered before the check, so none is missed.
  *
+ * A concurrent job accepted under exec limits (exec_limit.c) may find no
+ * free slot: its lane parks like a serial one, and every end of a job
+ * (of any sandbox: the slot may be the tenant's) tries the parked ones.
+ *
  * An asynchronous job is tried by a worker thread; a synchronous one (wait:
  * true) by its request thread. A synchronous job whose turn had come when it
  * was accepted was claimed then (exec.c) and never enters a lane. A
@@ -58,6 +62,7 @@ struct api_lane_entry {
 	int has_trace;
 	int sync;                         /* the request thread tries it */
 	int turn;                         /* sync: a try is due */
+	int parked;                       /* counted in L.parked */
 	pthread_cond_t cond;
 };
 
@@ -78,6 +83,7 @@ static struct {
 	int run_len;                      /* entries in the worker queue */
 	int workers, idle, min_workers;   /* worker threads, those waiting */
 	int queued;
+	int parked;                       /* concurrent jobs that found no free slot */
 	int64_t next_sweep;               /* orc_mono_ms of the next re-check */
 } L = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -196,10 +202,16 @@ static void lane_try_end(struct api_lane_entry *e, int done)
 
 	l->trying = NULL;
 	if (!done) {
+		if (l->key[0] == 'j' && !e->parked) {
+			e->parked = 1;
+			L.parked++;
+		}
 		if (l->wakes != l->seen)
 			lane_dispatch(l);
 		return;
 	}
+	if (e->parked)
+		L.parked--;
 	for (p = &l->head; *p && *p != e; p = &(*p)->next)
 		;
 	if (*p)
@@ -330,11 +342,18 @@ void api_lanes_wake(const char *sandbox_id)
 {
 	struct lane *l;
 	char key[KEY_MAX + 1];
+	int i;
 
 	lane_key(key, 's', sandbox_id);
 	pthread_mutex_lock(&L.lock);
 	if ((l = lane_get(key, 0)))
 		lane_wake(l);
+	/* a slot under exec limits may have freed, for any sandbox of the
+	 * tenant: the parked concurrent jobs (only limits park them) try */
+	for (i = 0; L.parked && i < LANE_BUCKETS; i++)
+		for (l = L.buckets[i]; l; l = l->hnext)
+			if (l->key[0] == 'j')
+				lane_wake(l);
 	pthread_mutex_unlock(&L.lock);
 }
 

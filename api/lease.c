@@ -12,6 +12,12 @@
  * every end of a job, that notifies orchard_lane (007_job_order.sql), so
  * the next job of the sandbox, waiting on a live replica, starts at once.
  *
+ * A job accepted under exec limits that is still queued (jobs.queue_order,
+ * sql/migrations/033_exec_backpressure.sql) is adopted instead: it never
+ * started, and its client was told it is queued, so the reaping process
+ * takes it over (runner and lease, in one statement: one replica wins) and
+ * queues it in its own lanes, where it runs once in its turn.
+ *
  * A job that is reaped while its runner was in fact only slow (the database
  * unreachable for longer than the lease) stays failed: the runner's result
  * is stored only over a 'running' row (job_run.c).
@@ -39,6 +45,37 @@ static void renew(PGconn *db)
 		orc_log(ORC_LOG_WARN, "cannot renew job leases", "runner", api_server.runner, NULL);
 }
 
+/* Take over the queued jobs under exec limits of dead runners. */
+static int adopt(PGconn *db)
+{
+	char lease[24];
+	const char *params[2] = { api_server.runner, lease };
+	struct api_lane_entry *e;
+	PGresult *res = NULL;
+	int64_t seq;
+	int err, i;
+
+	snprintf(lease, sizeof(lease), "%d", LEASE_S);
+	if ((err = orc_pg_query(&res, db, "UPDATE jobs SET runner = $1,"
+				" lease_until = now() + $2::int * interval '1 second'"
+				" WHERE status = 'queued' AND queue_order IS NOT NULL"
+				" AND coalesce(lease_until, created_at + $2::int * interval '1 second') < now()"
+				" RETURNING id, sandbox_id, seq, serial", 2, params)) < 0)
+		return err;
+	for (i = 0; i < PQntuples(res); i++) {
+		orc_log(ORC_LOG_WARN, "queued job adopted: its runner died", "job_id",
+			PQgetvalue(res, i, 0), NULL);
+		if (orc_parse_i64(&seq, PQgetvalue(res, i, 2), 0, INT64_MAX) < 0)
+			seq = 0;
+		/* a full queue here: the lease runs out and the next reap retries */
+		if (api_lane_enqueue(&e, PQgetvalue(res, i, 1), PQgetvalue(res, i, 0), seq, NULL, 0,
+				     PQgetvalue(res, i, 3)[0] == 't') < 0)
+			orc_log(ORC_LOG_WARN, "cannot queue the adopted job", "job_id", PQgetvalue(res, i, 0), NULL);
+	}
+	PQclear(res);
+	return 0;
+}
+
 int api_lease_reap(PGconn *db, int *count_out)
 {
 	char lease[24];
@@ -46,6 +83,8 @@ int api_lease_reap(PGconn *db, int *count_out)
 	PGresult *res = NULL;
 	int err, i, n;
 
+	if ((err = adopt(db)) < 0)
+		return err;
 	snprintf(lease, sizeof(lease), "%d", LEASE_S);
 	/* A row without a lease (written before leases existed) counts as
 	 * leased for LEASE_S from its creation. */

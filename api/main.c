@@ -26,6 +26,9 @@
  *                          (default 1 GiB, the agent's own default limit)
  *   ORCHARD_API_REPLAYS, ORCHARD_API_REPLAYS_PER_TENANT
  *                          trajectory replays at once (replay.c)
+ *   ORCHARD_EXEC_MAX_PER_SANDBOX, ORCHARD_EXEC_MAX_PER_TENANT,
+ *   ORCHARD_EXEC_QUEUE_PER_SANDBOX, ORCHARD_EXEC_QUEUE_PER_TENANT
+ *                          default exec limits of tenants (exec_limit.c; unset: none)
  *
  * SIGTERM/SIGINT stop accepting, give in-flight requests up to 10 s, remove
  * the sockets and exit 0. Serving the sockets: serve.c.
@@ -185,7 +188,7 @@ int main(int argc, char **argv)
 	orc_pg_pool_init(&api_server.db, dburl, env_int("ORCHARD_DB_POOL", 8, 1, 1024));
 	api_auth_init();
 	api_auth_limit_init(env_int("ORCHARD_API_AUTH_FAILURES", 20, 0, 1000000));
-	if (api_metrics_init() < 0)
+	if (api_metrics_init() < 0 || api_exec_limit_init() < 0)
 		return 1;
 	/* The auth socket first, so that whoever waits for the request
 	 * socket to appear (stack.sh, a liveness probe) finds both. */

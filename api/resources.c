@@ -15,7 +15,10 @@
  *                   tenant with its quotas, usage (each tenant-wide quota
  *                   against its use in `quotas`), weight and queued
  *                   sandboxes, and admission: the capacity the controller
- *                   admits into and the queue depth. sandbox_pods lists
+ *                   admits into and the queue depth; execs: its exec
+ *                   limits in effect (exec_limit.c) and its execs running
+ *                   and queued, max_execs and max_queued_execs also in
+ *                   `quotas`. sandbox_pods lists
  *                   only the caller's own sandboxes (tenants never see each
  *                   other's), at most POD_LIST_MAX of them.
  */
@@ -213,11 +216,50 @@ static json_object *admission(PGresult *res)
 	return a;
 }
 
+enum { X_SB, X_TN, X_QSB, X_QTN, X_RUNNING, X_QUEUED };
+
+/* The tenant's exec limits in effect (null: none) and its open execs,
+ * in t.execs and as two more quotas[]. */
+static int exec_usage(json_object *t, json_object *quotas, const char *tenant)
+{
+	const char *params[5] = { tenant };
+	json_object *o, *q;
+	PGresult *res = NULL;
+	int err;
+
+	api_exec_limit_params(params + 1);
+	if ((err = orc_pg_pool_query_one(&res, &api_server.db,
+			"WITH lim AS (" API_EXEC_LIMIT_SQL("$1::bigint", "$2", "$3", "$4", "$5") ")"
+			" SELECT lim.sb, lim.tn, lim.qsb, lim.qtn,"
+			" count(*) FILTER (WHERE j.status = 'running'), count(*) FILTER (WHERE j.status = 'queued')"
+			" FROM lim LEFT JOIN jobs j ON j.tenant_id = lim.id AND j.status IN ('queued', 'running')"
+			" GROUP BY lim.sb, lim.tn, lim.qsb, lim.qtn", 5, params)) < 0)
+		return err;
+	o = json_object_new_object();
+	json_object_object_add(o, "running", json_object_new_int64(col_i64(res, X_RUNNING)));
+	json_object_object_add(o, "queued", json_object_new_int64(col_i64(res, X_QUEUED)));
+	json_object_object_add(o, "max_execs_per_sandbox", nullable(res, X_SB));
+	json_object_object_add(o, "max_execs", nullable(res, X_TN));
+	json_object_object_add(o, "max_queued_execs_per_sandbox", nullable(res, X_QSB));
+	json_object_object_add(o, "max_queued_execs", nullable(res, X_QTN));
+	json_object_object_add(t, "execs", o);
+	q = json_object_new_object();
+	json_object_object_add(q, "limit", nullable(res, X_TN));
+	json_object_object_add(q, "used", json_object_new_int64(col_i64(res, X_RUNNING)));
+	json_object_object_add(quotas, "max_execs", q);
+	q = json_object_new_object();
+	json_object_object_add(q, "limit", nullable(res, X_QTN));
+	json_object_object_add(q, "used", json_object_new_int64(col_i64(res, X_QUEUED)));
+	json_object_object_add(quotas, "max_queued_execs", q);
+	PQclear(res);
+	return 0;
+}
+
 int api_resources_get(struct api_req *r)
 {
 	char tenant[24];
 	const char *params[2] = { tenant, api_server.driver };
-	json_object *o, *totals, *by_state, *t, *usage, *pods = NULL;
+	json_object *o, *totals, *by_state, *t, *usage, *quotas, *pods = NULL;
 	PGresult *res = NULL;
 	int64_t host_cpu, host_mem, cpu, mem;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
@@ -302,7 +344,10 @@ int api_resources_get(struct api_req *r)
 	json_object_object_add(t, "usage", usage);
 	json_object_object_add(t, "weight", json_object_new_int64(col_i64(res, R_WEIGHT)));
 	json_object_object_add(t, "queued", json_object_new_int64(col_i64(res, R_T_QUEUED)));
-	json_object_object_add(t, "quotas", quota_usage(res));
+	quotas = quota_usage(res);
+	json_object_object_add(t, "quotas", quotas);
+	if ((err = exec_usage(t, quotas, tenant)) < 0)
+		return api_reply_error(r, err, "cannot read the resources");
 	json_object_object_add(o, "tenant", t);
 	json_object_object_add(o, "admission", admission(res));
 	return api_reply_json(r, 200, o);

@@ -14,8 +14,9 @@
  * change reaches those sandboxes at their next step.
  *
  * The quota fields are the quotas[] below, each a tenants column of its
- * name (quota.c says what each limits). Quotas are enforced when sandboxes
- * are created (quota.c); lowering one
+ * name (quota.c and exec_limit.c say what each limits). Sandbox quotas are
+ * enforced when sandboxes are created (quota.c), exec limits when execs are
+ * accepted and started (exec_limit.c; null there: the server default); lowering one
  * never touches sandboxes that already exist. Unknown fields are 422 here
  * (these routes are ours, and a misspelt quota must not pass silently).
  */
@@ -35,7 +36,8 @@
 
 #define TENANT_COLS \
 	"t.id, t.name, t.max_sandboxes, t.max_cpu_millis, t.max_memory_bytes, t.max_total_cpu_millis, " \
-	"t.max_total_memory_bytes, t.max_queued, t.max_creates_per_minute, t.weight, " \
+	"t.max_total_memory_bytes, t.max_queued, t.max_creates_per_minute, t.max_execs_per_sandbox, " \
+	"t.max_execs, t.max_queued_execs_per_sandbox, t.max_queued_execs, t.weight, " \
 	"to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), " \
 	"(SELECT count(*) FROM sandboxes s WHERE s.tenant_id = t.id AND s.state IN ('pending', 'ready')), " \
 	"(SELECT coalesce(sum(s.cpu_millis), 0) FROM sandboxes s WHERE s.tenant_id = t.id" \
@@ -44,7 +46,7 @@
 	" AND s.state IN ('pending', 'ready')), " \
 	"t.default_checkpoints"
 
-enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 8, T_LIVE, T_CPU, T_MEM, T_CHECKPOINTS };
+enum { T_ID, T_NAME, T_QUOTAS, T_CREATED = T_QUOTAS + 12, T_LIVE, T_CPU, T_MEM, T_CHECKPOINTS };
 
 /* The quota fields, in the order of their tenants columns (TENANT_COLS);
  * the weight in the admission queue's fair share is one too, never null. */
@@ -61,10 +63,15 @@ static const struct {
 	{ "max_total_memory_bytes", 1, INT64_MAX, "bigint", NULL },
 	{ "max_queued", 0, 1000000, "int", NULL },
 	{ "max_creates_per_minute", 0, 1000000, "int", NULL },
+	{ "max_execs_per_sandbox", 1, 1000000, "int", NULL },
+	{ "max_execs", 1, 1000000, "int", NULL },
+	{ "max_queued_execs_per_sandbox", 0, 1000000, "int", NULL },
+	{ "max_queued_execs", 0, 1000000, "int", NULL },
 	{ "weight", 1, 1000, "int", "1" },
 };
 #define QUOTA_FIELDS "max_sandboxes, max_cpu_millis, max_memory_bytes, max_total_cpu_millis, " \
-	"max_total_memory_bytes, max_queued, max_creates_per_minute, weight"
+	"max_total_memory_bytes, max_queued, max_creates_per_minute, max_execs_per_sandbox, max_execs, " \
+	"max_queued_execs_per_sandbox, max_queued_execs, weight"
 #define NQUOTAS (sizeof(quotas) / sizeof(*quotas))
 _Static_assert(NQUOTAS == T_CREATED - T_QUOTAS, "TENANT_COLS lists every quota");
 

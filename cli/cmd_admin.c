@@ -57,6 +57,10 @@ const char tenants_ls_usage[] =
 	"  --max-total-memory MEM      memory of its live sandboxes together\n" \
 	"  --max-queued N              sandboxes waiting for capacity at once\n" \
 	"  --max-creates-per-minute N  sandboxes created in any 60 seconds\n" \
+	"  --max-execs-per-sandbox N   execs running at once in one sandbox (more queue)\n" \
+	"  --max-execs N               execs running at once in all its sandboxes\n" \
+	"  --max-queued-execs-per-sandbox N  execs queued in one sandbox (more: 429)\n" \
+	"  --max-queued-execs N        execs queued in all its sandboxes (more: 429)\n" \
 	"  --weight N                  share of the admission queue (1-1000, default 1)\n" \
 	"  --checkpoints MODE          none or every_step: the step checkpoints of its\n" \
 	"                              sandboxes created without \"checkpoints\"\n"
@@ -64,7 +68,8 @@ const char tenants_ls_usage[] =
 const char tenants_create_usage[] =
 	"usage: orchardctl tenants create NAME [--max-... QUOTA]... [-o FORMAT]\n"
 	"\n"
-	"Create a tenant (NAME is a DNS label). Quotas not given are unlimited.\n"
+	"Create a tenant (NAME is a DNS label). Quotas not given are unlimited\n"
+	"(exec limits not given: the server's defaults).\n"
 	"\n"
 	QUOTA_HELP;
 
@@ -77,7 +82,8 @@ const char tenants_set_usage[] =
 	QUOTA_HELP;
 
 enum { OPT_TENANT = CLI_OPT_FIRST_FREE, OPT_MAX_SB, OPT_MAX_CPU, OPT_MAX_MEM, OPT_MAX_TOTAL_CPU,
-       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE, OPT_WEIGHT, OPT_CHECKPOINTS };
+       OPT_MAX_TOTAL_MEM, OPT_MAX_QUEUED, OPT_MAX_RATE, OPT_MAX_EXECS_SB, OPT_MAX_EXECS,
+       OPT_MAX_QEXECS_SB, OPT_MAX_QEXECS, OPT_WEIGHT, OPT_CHECKPOINTS };
 
 /* The quota options, OPT_MAX_SB onwards: the field and how its value reads
  * ('n' a count, 'c' cpu, 'm' memory). */
@@ -92,6 +98,10 @@ static const struct {
 	{ "max-total-memory", "max_total_memory_bytes", 'm' },
 	{ "max-queued", "max_queued", 'n' },
 	{ "max-creates-per-minute", "max_creates_per_minute", 'n' },
+	{ "max-execs-per-sandbox", "max_execs_per_sandbox", 'n' },
+	{ "max-execs", "max_execs", 'n' },
+	{ "max-queued-execs-per-sandbox", "max_queued_execs_per_sandbox", 'n' },
+	{ "max-queued-execs", "max_queued_execs", 'n' },
 	{ "weight", "weight", 'n' },
 };
 _Static_assert(sizeof(quota_opts) / sizeof(*quota_opts) == OPT_WEIGHT - OPT_MAX_SB + 1,
@@ -119,6 +129,10 @@ const struct option tenants_set_opts[] = {
 	{ "max-total-memory", required_argument, NULL, OPT_MAX_TOTAL_MEM },
 	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
 	{ "max-creates-per-minute", required_argument, NULL, OPT_MAX_RATE },
+	{ "max-execs-per-sandbox", required_argument, NULL, OPT_MAX_EXECS_SB },
+	{ "max-execs", required_argument, NULL, OPT_MAX_EXECS },
+	{ "max-queued-execs-per-sandbox", required_argument, NULL, OPT_MAX_QEXECS_SB },
+	{ "max-queued-execs", required_argument, NULL, OPT_MAX_QEXECS },
 	{ "weight", required_argument, NULL, OPT_WEIGHT },
 	{ "checkpoints", required_argument, NULL, OPT_CHECKPOINTS },
 	CLI_OUTPUT_OPTIONS,
