@@ -12,9 +12,11 @@ import os
 import signal
 import uuid
 
+import pytest
 
 import orchard_sdk
 from orchard_sdk import sdk_env
+from stack import Stack
 from test_api import LEASE_S, REAP_S, RENEW_S, api_pid, exec_async, get_job, q, wait_status
 
 SMALL = {"image": "host", "cpu": "100m", "memory": "64Mi"}
@@ -202,3 +204,33 @@ def test_limits_are_tenant_fields_validated_and_removable(stack):
     out = stack.orchardctl("tenants", "set", name, "--max-execs", "4", "-o", "json")
     assert out.returncode == 0, out.stderr
     assert stack.scalar("SELECT max_execs FROM tenants WHERE name = '%s'" % name) == "4"
+
+
+@pytest.fixture(scope="module")
+def defaults():
+    """A stack whose api limits every tenant by default: one exec running
+    per sandbox, none queued."""
+    s = Stack(env={"ORCHARD_EXEC_MAX_PER_SANDBOX": "1", "ORCHARD_EXEC_QUEUE_PER_SANDBOX": "0"})
+    s.start()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_server_defaults_apply_to_tenants_without_their_own_limits(defaults):
+    st = defaults
+    name, s, _ = tenant(st)
+    sid = new_sandbox(st, s)
+    res = s.get(st.url + "/v1/resources").json()["tenant"]["execs"]
+    assert (res["max_execs_per_sandbox"], res["max_queued_execs_per_sandbox"]) == (1, 0), res
+    busy = exec_async(st, s, sid, "sleep 5")
+    wait_status(st, s, busy, ("running",))
+    r = s.post("%s/v1/sandboxes/%s/exec" % (st.url, sid), json={"command": "true"})
+    assert r.status_code == 429 and "max_queued_execs_per_sandbox" in r.json()["detail"], r.text
+    # the tenant's own value wins over the default
+    r = st.session().patch("%s/v1/tenants/%s" % (st.url, name), json={"max_queued_execs_per_sandbox": 5})
+    assert r.status_code == 200, r.text
+    queued = exec_async(st, s, sid, "echo after")
+    assert wait_done(st, s, queued)["stdout"] == "after\n"
+    assert start_order(st, [busy, queued]) == [busy, queued] and most_at_once(st, [busy, queued]) == 1
