@@ -684,6 +684,33 @@ def test_sigkill_leaves_sandboxes_running_and_restart_readopts(env):
         env.wait_state(sid, "deleted")
 
 
+def test_unblocked_sandboxes_keep_their_network_across_a_crash_and_lose_it_with_the_sandbox(env):
+    """slirp4netns outlives a controller SIGKILL with its sandbox (egress
+    keeps working), and ends with it afterwards: on delete, and when the
+    restarted controller sweeps an orphan (no row)."""
+    a, ta = env.insert(block_network=False)
+    b, _ = env.insert(block_network=False)
+    ra, rb = env.wait_state(a, "ready"), env.wait_state(b, "ready")
+    slirp_a = children_named(pid_of(ra["driver_handle"])[0], b"slirp4netns")
+    slirp_b = children_named(pid_of(rb["driver_handle"])[0], b"slirp4netns")
+    assert len(slirp_a) == 1 and len(slirp_b) == 1
+    env.ctl.stop(signal.SIGKILL)
+    time.sleep(0.3)
+    assert not pid_gone(slirp_a[0]) and not pid_gone(slirp_b[0])
+    r = agent_exec(ra["agent_address"], ta, "cat /proc/net/dev")
+    assert r["exit_code"] == 0 and "tap0:" in r["stdout"], r
+    env.ctl = env.start(name="controller-net")
+    time.sleep(3 * SWEEP_MS / 1000.0)
+    assert env.row(a)["driver_handle"] == ra["driver_handle"] and not pid_gone(slirp_a[0])
+    env.set_state(a, "deleting")
+    env.wait_state(a, "deleted")
+    wait_for(lambda: pid_gone(slirp_a[0]), what="slirp4netns of a deleted sandbox gone")
+    env.pg.sql("DELETE FROM events WHERE sandbox_id = '%s'; DELETE FROM sandboxes WHERE id = '%s'"
+               % (b, b))
+    wait_for(lambda: pid_gone(slirp_b[0]) and not proc_alive(rb["driver_handle"]), timeout=10,
+             what="slirp4netns of a swept orphan gone")
+
+
 def test_restart_adopts_a_pending_sandbox_launched_before_the_crash(env):
     hang = write_script(env, "hang-agent2", "exec sleep 600")
     restart_with_agent(env, hang, "controller-hang2")

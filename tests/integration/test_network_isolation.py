@@ -235,3 +235,23 @@ def test_slirp4netns_ends_with_its_sandbox(stack, admin):
         stack.wait_for(lambda: not alive(slirp_b[0]), what="slirp4netns of a killed sandbox gone")
     finally:
         admin.delete("%s/v1/sandboxes/%s" % (stack.url, b))
+
+
+def test_a_fork_of_an_unblocked_sandbox_is_isolated_the_same_way(stack, admin, host_services,
+                                                                 egress_host):
+    parent = create(stack, admin, block_network=False)
+    forks = []
+    try:
+        r = admin.post("%s/v1/sandboxes/%s/fork" % (stack.url, parent), json={"count": 1})
+        assert r.status_code == 200, r.text
+        forks = r.json()["sandbox_ids"]
+        stack.wait_ready(admin, forks[0])
+        got = probe(stack, admin, forks[0], host_services, egress_host)
+        assert got["ifaces"] == ["lo", "tap0"], got
+        assert got["egress"] == "connected:egress", got
+        assert got["loopback"] == "ConnectionRefusedError", got
+        assert got["abstract"] == "ConnectionRefusedError", got
+        assert len(slirp_of(stack, forks[0])[1]) == 1
+    finally:
+        for sid in forks + [parent]:
+            admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
