@@ -45,6 +45,8 @@ struct ctl_agent_ref {
 
 /* checkpoint(): still copying; ask again later. */
 #define CTL_CHECKPOINT_RUNNING 1
+/* checkpoint()'s *bytes_out: not counted yet (ops->checkpoint_bytes). */
+#define CTL_BYTES_UNCOUNTED (-1)
 /* create(): launching off the loop (or queued for it); ask again later
  * with the same sb, after jobs_fd() became readable. */
 #define CTL_CREATE_RUNNING 1
@@ -147,11 +149,17 @@ struct ctl_driver_ops {
 	 * processes frozen for the copy), and sets *bytes_out; on failure
 	 * nothing of ckpt is left and *why says why. It may instead answer
 	 * CTL_CHECKPOINT_RUNNING: the copy goes on off the loop, call again
-	 * (same arguments) for the result. create() starts from a
-	 * checkpoint when sb->restore names one.
+	 * (same arguments) for the result. *bytes_out may be
+	 * CTL_BYTES_UNCOUNTED: the checkpoint is complete, its size is
+	 * asked of checkpoint_bytes(). create() starts from a checkpoint
+	 * when sb->restore names one.
 	 */
 	int (*checkpoint)(struct ctl_driver *d, int64_t *bytes_out, char **why, const char *id,
 			  const char *ckpt);
+	/* Optional: the apparent size of complete checkpoint ckpt, counted
+	 * off the loop: CTL_CHECKPOINT_RUNNING until it is known (call
+	 * again), then 0 and *bytes_out. */
+	int (*checkpoint_bytes)(struct ctl_driver *d, int64_t *bytes_out, const char *ckpt);
 	/* Remove checkpoint ckpt; 0 when nothing is left (idempotent). */
 	int (*checkpoint_remove)(struct ctl_driver *d, const char *ckpt);
 	/* Ids of every checkpoint the driver holds (ctl_ids_free()). */

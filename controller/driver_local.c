@@ -300,6 +300,7 @@ const struct ctl_driver_ops ctl_driver_local = {
 	.jobs_fd = local_jobs_fd,
 	.jobs_drain = local_jobs_drain,
 	.checkpoint = local_checkpoint,
+	.checkpoint_bytes = local_checkpoint_bytes,
 	.checkpoint_remove = local_checkpoint_remove,
 	.checkpoint_list = local_checkpoint_list,
 	.pause = local_pause,

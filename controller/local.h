@@ -184,6 +184,9 @@ int local_checkpoint(struct ctl_driver *d, int64_t *bytes_out, char **why, const
 		     const char *ckpt);
 int local_checkpoint_remove(struct ctl_driver *d, const char *ckpt);
 int local_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout);
+/* The driver's checkpoint_bytes operation (driver.h): the count runs in a
+ * helper (local_job.c). */
+int local_checkpoint_bytes(struct ctl_driver *d, int64_t *bytes_out, const char *ckpt);
 int local_pause(struct ctl_driver *d, const char *id, int paused);
 /* create() of a fork: copy checkpoint sb->restore into the new sandbox's
  * directories (before it starts); sb->error on failure. Nothing to do when
@@ -203,12 +206,12 @@ int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl
 
 /*
  * Work run off the reconcile loop in helper processes (forks of the
- * controller that die with it): a checkpoint's copy, keyed by the
- * checkpoint, and a fork's launch, keyed by the sandbox. The helper runs
+ * controller that die with it): a checkpoint's copy and its byte count,
+ * keyed by the checkpoint, and a fork's launch, keyed by the sandbox. The helper runs
  * fn(wfd, arg), which writes its result to wfd; the loop reads it with
  * local_job_poll() once the wake pipe (ops->jobs_fd) says a helper ended.
  */
-enum local_job_kind { LOCAL_JOB_COPY, LOCAL_JOB_LAUNCH };
+enum local_job_kind { LOCAL_JOB_COPY, LOCAL_JOB_LAUNCH, LOCAL_JOB_COUNT };
 typedef void (*local_job_fn)(int wfd, void *arg);
 
 /* The wake pipe (l->wake), at the driver's init. */

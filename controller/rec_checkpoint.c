@@ -14,7 +14,9 @@
  *
  * A copy that takes long runs off the loop (the driver answers
  * CTL_CHECKPOINT_RUNNING): the pass asks again every CKPT_POLL_MS until
- * it is done, and the loop serves everything else meanwhile.
+ * it is done, and the loop serves everything else meanwhile. So does the
+ * count of a checkpoint's bytes, which the local driver makes after the
+ * checkpoint is ready (bytes NULL until then).
  */
 #include "rec.h"
 
@@ -36,7 +38,7 @@ static const char select_ckpts[] =
 	" EXISTS (SELECT 1 FROM sandboxes f WHERE f.forked_from = c.id AND f.state = 'pending')"
 	" FROM checkpoints c LEFT JOIN sandboxes s ON s.id = c.sandbox_id"
 	" WHERE c.driver = $1 AND (c.state IN ('pending', 'deleting')"
-	"  OR (c.state = 'ready' AND c.expires_at <= now()))"
+	"  OR (c.state = 'ready' AND (c.expires_at <= now() OR c.bytes IS NULL)))"
 	" ORDER BY c.created_at, c.id LIMIT 64";
 
 enum { K_ID, K_STATE, K_SANDBOX, K_SB_STATE, K_EXPIRED, K_FORKS_PENDING };
@@ -54,6 +56,39 @@ static int ckpt_set(struct rec *r, const char *id, const char *from, const char 
 		" deleted_at = CASE WHEN $3 IN ('deleting', 'deleted') THEN COALESCE(deleted_at, now())"
 		"  ELSE deleted_at END"
 		" WHERE id = $1 AND state = $2", 5, p);
+}
+
+/*
+ * A ready checkpoint whose bytes are not counted yet (the driver counts
+ * them off the loop, after the checkpoint was answered): ask again until
+ * the count is in. A controller killed meanwhile leaves bytes NULL, and
+ * the next one counts again.
+ */
+static void count(struct rec *r, const char *id)
+{
+	const char *p[2] = { id, NULL };
+	char bytes[24];
+	int64_t n = 0;
+	int err;
+
+	if (!r->drv->ops->checkpoint_bytes)
+		err = ORC_EUNAVAIL;
+	else if ((err = r->drv->ops->checkpoint_bytes(r->drv, &n, id)) == CTL_CHECKPOINT_RUNNING) {
+		r->ckpt_notified = 1;
+		return;
+	}
+	if (err < 0) {
+		/* 0 rather than asking for ever; the log says why */
+		orc_log(ORC_LOG_WARN, "counting a checkpoint's bytes failed; recorded as 0",
+			"checkpoint_id", id, NULL);
+		n = 0;
+	}
+	snprintf(bytes, sizeof(bytes), "%lld", (long long)n);
+	p[1] = bytes;
+	if (rec_db_exec(r, "UPDATE checkpoints SET bytes = $2::bigint WHERE id = $1 AND bytes IS NULL",
+			2, p) == 1)
+		orc_log(ORC_LOG_INFO, "checkpoint bytes recorded", "checkpoint_id", id,
+			ORC_LOG_INT("bytes", n), NULL);
 }
 
 static void take(struct rec *r, const char *id, const char *sandbox, const char *sb_state)
@@ -91,11 +126,14 @@ static void take(struct rec *r, const char *id, const char *sandbox, const char 
 	}
 	snprintf(bytes, sizeof(bytes), "%lld", (long long)n);
 	/* Deleted meanwhile: the 'deleting' pass removes the copy. */
-	if (ckpt_set(r, id, "pending", "ready", NULL, bytes) == 1)
-		orc_log(ORC_LOG_INFO, "checkpoint taken", "checkpoint_id", id, "sandbox_id", sandbox,
-			ORC_LOG_INT("bytes", n), NULL);
-	else
+	if (ckpt_set(r, id, "pending", "ready", NULL, n == CTL_BYTES_UNCOUNTED ? NULL : bytes) != 1) {
 		r->ckpt_notified = 1;
+		return;
+	}
+	orc_log(ORC_LOG_INFO, "checkpoint taken", "checkpoint_id", id, "sandbox_id", sandbox,
+		ORC_LOG_INT("bytes", n), NULL);
+	if (n == CTL_BYTES_UNCOUNTED)
+		count(r, id);
 }
 
 static void drop(struct rec *r, const char *id)
@@ -152,6 +190,10 @@ void rec_checkpoint_pass(struct rec *r, int full)
 	n = PQntuples(res);
 	for (i = 0; i < n; i++) {
 		const char *id = PQgetvalue(res, i, K_ID), *state = PQgetvalue(res, i, K_STATE);
+		if (!strcmp(state, "ready") && strcmp(PQgetvalue(res, i, K_EXPIRED), "t")) {
+			count(r, id);
+			continue;
+		}
 		if (!strcmp(state, "ready")) {
 			/* expired */
 			if (ckpt_set(r, id, "ready", "deleting", "expired", NULL) != 1)

@@ -46,6 +46,16 @@ def checkpoint(stack, s, sid, **body):
     return r.json()
 
 
+def counted_bytes(stack, s, ckpt_id):
+    """A checkpoint's bytes once counted: the local driver counts them
+    after the checkpoint is ready (null until then, docs/checkpoints.md)."""
+    got = []
+    stack.wait_for(lambda: got.append(s.get("%s/v1/checkpoints/%s" % (stack.url, ckpt_id))
+                                      .json()["bytes"]) or got[-1] is not None,
+                   timeout=120, what="the checkpoint's bytes counted")
+    return got[-1]
+
+
 def fork_at(stack, s, sid, body):
     return s.post("%s/v1/sandboxes/%s/fork" % (stack.url, sid), json=body)
 

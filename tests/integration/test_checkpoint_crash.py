@@ -19,6 +19,7 @@ import time
 import pytest
 
 import btrfs_loop
+import rollout_helpers
 from test_checkpoints import checkpoint, create, sh
 
 DELAY_MS = 4000
@@ -200,6 +201,7 @@ def test_a_fork_launches_in_parallel_helpers_bounded_and_survives_a_killed_contr
     sid = create(stack, admin)
     sh(stack, admin, sid, "mkdir -p /workspace/d && echo forked > /workspace/d/f")
     ck = checkpoint(stack, admin, sid)["id"]
+    rollout_helpers.counted_bytes(stack, admin, ck)   # its count's helper is gone
     r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, ck), json={"count": 3})
     assert r.status_code == 200, r.text
     kids = r.json()["sandbox_ids"]
@@ -240,6 +242,7 @@ def test_a_fork_deleted_while_it_launches_stops_its_helper_and_leaves_nothing(st
     ends deleted, no helper is left, and nothing of them stays on disk."""
     sid = create(stack, admin)
     ck = checkpoint(stack, admin, sid)["id"]
+    rollout_helpers.counted_bytes(stack, admin, ck)
     r = admin.post("%s/v1/checkpoints/%s/fork" % (stack.url, ck), json={"count": 3})
     assert r.status_code == 200, r.text
     kids = r.json()["sandbox_ids"]
@@ -256,3 +259,33 @@ def test_a_fork_deleted_while_it_launches_stops_its_helper_and_leaves_nothing(st
     stack.wait_for(lambda: state(stack, "checkpoints", ck) == "deleted" and
                    state(stack, "sandboxes", sid) == "deleted", timeout=180, what="all deleted")
     assert leftovers(stack, [sid, ck] + kids) == []
+
+
+def test_bytes_are_counted_after_the_answer_and_a_killed_controller_counts_them_again(stack, admin):
+    """The checkpoint answers ready before its bytes are counted (null
+    until then); a controller killed mid-count leaves them null, the next
+    one counts them, and max_checkpoint_bytes then counts them."""
+    sid = create(stack, admin)
+    sh(stack, admin, sid, "head -c 3000000 /dev/urandom > /workspace/big")
+    ck = checkpoint(stack, admin, sid)
+    assert ck["bytes"] is None, ck
+    stack.wait_for(lambda: in_delay(stack, "count", ck["id"]), timeout=120,
+                   what="the count in its test delay")
+    kill_controller(stack)
+    got = admin.get("%s/v1/checkpoints/%s" % (stack.url, ck["id"])).json()
+    assert got["state"] == "ready" and got["bytes"] is None, got
+    stack.up()
+    n = rollout_helpers.counted_bytes(stack, admin, ck["id"])
+    assert n >= 3000000, n
+    tenant = stack.scalar("SELECT tenant_id FROM sandboxes WHERE id = '%s'" % sid)
+    stack.psql("UPDATE tenants SET max_checkpoint_bytes = %d WHERE id = '%s'" % (n, tenant))
+    try:
+        r = admin.post("%s/v1/sandboxes/%s/checkpoints" % (stack.url, sid), json={})
+        assert r.status_code == 429 and "max_checkpoint_bytes" in r.json()["detail"], r.text
+    finally:
+        stack.psql("UPDATE tenants SET max_checkpoint_bytes = NULL WHERE id = '%s'" % tenant)
+    admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+    admin.delete("%s/v1/checkpoints/%s" % (stack.url, ck["id"]))
+    stack.wait_for(lambda: state(stack, "checkpoints", ck["id"]) == "deleted" and
+                   state(stack, "sandboxes", sid) == "deleted", timeout=180, what="all deleted")
+    assert leftovers(stack, [sid, ck["id"]]) == []
