@@ -711,6 +711,30 @@ def test_unblocked_sandboxes_keep_their_network_across_a_crash_and_lose_it_with_
              what="slirp4netns of a swept orphan gone")
 
 
+def test_without_a_working_slirp4netns_unblocked_creates_fail_and_never_share_the_host_network(env):
+    assert env.ctl.stop() == 0
+    try:
+        env.ctl = env.start(name="controller-noslirp",
+                            ORCHARD_SLIRP4NETNS=os.path.join(env.base, "missing-slirp4netns"))
+        sid, _ = env.insert(block_network=False)
+        row = env.wait_state(sid, "failed")
+        assert "slirp4netns" in row["state_message"] and "missing" in row["state_message"], row
+        assert not os.path.exists(env.sandbox_dir(sid))
+        blocked, _ = env.insert()      # block_network true does not need it
+        env.wait_state(blocked, "ready")
+        env.set_state(blocked, "deleting")
+        env.wait_state(blocked, "deleted")
+        # One that starts but never brings the network up.
+        assert env.ctl.stop() == 0
+        env.ctl = env.start(name="controller-badslirp", ORCHARD_SLIRP4NETNS=shutil.which("false"))
+        sid, _ = env.insert(block_network=False)
+        row = env.wait_state(sid, "failed", timeout=30)
+        assert "slirp4netns failed" in row["state_message"], row
+    finally:
+        env.ctl.stop()
+        env.ctl = env.start(name="controller-slirp-again")
+
+
 def test_restart_adopts_a_pending_sandbox_launched_before_the_crash(env):
     hang = write_script(env, "hang-agent2", "exec sleep 600")
     restart_with_agent(env, hang, "controller-hang2")
