@@ -1,5 +1,6 @@
 #ifndef CTL_K8S_H
 #define CTL_K8S_H
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
@@ -21,6 +22,7 @@
  *   k8s_driver.c   the ctl_driver_ops table
  *   k8s_checkpoint.c checkpoints: agent tar streams in the checkpoint store
  *   k8s_nodes.c    capacity: a thread listing the nodes sandboxes may use
+ *   k8s_thread.c   the start, loop and stop of those two threads
  *
  * Threads: the controller's loop calls the driver ops; one watch thread of
  * the driver's own keeps the pod table (mutex + condition variable) and
@@ -194,6 +196,29 @@ struct k8s_pod_state {
 /* Read the parts of a pod object that matter (never fails: unknown or
  * missing fields read as pending). */
 void k8s_pod_state_read(struct k8s_pod_state *out, json_object *pod);
+
+/* ---- a background thread (k8s_thread.c) ------------------------------------- */
+
+/*
+ * A thread that calls step(arg) until stopped and then naps for the
+ * milliseconds step answered (0: call again at once). A zeroed struct is
+ * valid; stopping one never started is harmless.
+ */
+struct k8s_thread {
+	pthread_t thread;
+	int started;
+	volatile int stop;            /* step and its callees check it */
+	struct k8s_client *client;
+	int64_t (*step)(void *arg);
+	void *arg;
+};
+/* Start t; what names it in the log when that fails (ORC_ERROR). */
+int k8s_thread_start(struct k8s_thread *t, struct k8s_client *c, const char *what,
+		     int64_t (*step)(void *arg), void *arg);
+/* Ask t to stop, make c's calls in flight give up, and join it. */
+void k8s_thread_stop(struct k8s_thread *t);
+/* Sleep ms, or less when t is being stopped. */
+void k8s_thread_nap(struct k8s_thread *t, int64_t ms);
 
 /* ---- the watch and the pod table (k8s_watch.c) ------------------------------ */
 

@@ -14,12 +14,10 @@
  */
 #include "k8s.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "buf.h"
 #include "err.h"
@@ -41,9 +39,7 @@ struct k8s_nodes {
 	struct k8s_client *client;
 	const struct k8s_config *cfg;
 	char *selector;               /* "&labelSelector=..." or "" */
-	pthread_t thread;
-	int started;
-	volatile int stop;
+	struct k8s_thread thr;
 
 	pthread_mutex_t lock;         /* the two below */
 	int have;
@@ -191,9 +187,9 @@ static int list_nodes(struct k8s_nodes *kn)
 		err = list_page(kn, &raw, &next, cont);
 		free(cont);
 		cont = next;
-	} while (err == 0 && cont && !kn->stop);
+	} while (err == 0 && cont && !kn->thr.stop);
 	free(cont);
-	if (err < 0 || kn->stop)
+	if (err < 0 || kn->thr.stop)
 		return err < 0 ? err : ORC_EUNAVAIL;
 	if (!raw.nodes) {
 		orc_log(ORC_LOG_WARN, "kubernetes: no node that sandbox pods may use (cordoned, not "
@@ -210,23 +206,12 @@ static int list_nodes(struct k8s_nodes *kn)
 	return 0;
 }
 
-static void nap(struct k8s_nodes *kn, int64_t ms)
-{
-	struct timespec ts = { 0, 100 * 1000000L };
-
-	for (; ms > 0 && !kn->stop; ms -= 100)
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-}
-
-static void *run(void *arg)
+/* The thread's step: list, then wait for the next listing. */
+static int64_t step(void *arg)
 {
 	struct k8s_nodes *kn = arg;
 
-	while (!kn->stop)
-		nap(kn, list_nodes(kn) < 0 ? RETRY_MS : kn->cfg->nodes_refresh_s * 1000);
-	k8s_client_thread_done();
-	return NULL;
+	return list_nodes(kn) < 0 ? RETRY_MS : kn->cfg->nodes_refresh_s * 1000;
 }
 
 /* ---- the interface ---------------------------------------------------------------- */
@@ -257,12 +242,10 @@ int k8s_nodes_start(struct k8s_nodes **out, struct k8s_client *c, const struct k
 	kn->cfg = cfg;
 	kn->selector = selector_query(cfg);
 	pthread_mutex_init(&kn->lock, NULL);
-	if (pthread_create(&kn->thread, NULL, run, kn) != 0) {
-		orc_log(ORC_LOG_ERROR, "cannot start the kubernetes node listing thread", NULL);
+	if (k8s_thread_start(&kn->thr, c, "node listing", step, kn) < 0) {
 		k8s_nodes_stop(kn);
 		return ORC_ERROR;
 	}
-	kn->started = 1;
 	*out = kn;
 	return 0;
 }
@@ -271,11 +254,7 @@ void k8s_nodes_stop(struct k8s_nodes *kn)
 {
 	if (!kn)
 		return;
-	kn->stop = 1;
-	if (kn->started) {
-		k8s_client_stop(kn->client);
-		pthread_join(kn->thread, NULL);
-	}
+	k8s_thread_stop(&kn->thr);
 	pthread_mutex_destroy(&kn->lock);
 	free(kn->selector);
 	free(kn);

@@ -54,9 +54,8 @@ struct entry {
 struct k8s_watch {
 	struct k8s_client *client;
 	const struct k8s_config *cfg;
-	pthread_t thread;
-	int started;
-	volatile int stop;
+	struct k8s_thread thr;
+	int64_t backoff;               /* the watch thread's own: ms before retrying */
 
 	pthread_mutex_t lock;          /* everything below */
 	pthread_cond_t changed;
@@ -409,51 +408,33 @@ static int watch_once(struct k8s_watch *w)
 	return err;
 }
 
-static void nap(struct k8s_watch *w, int64_t ms)
-{
-	struct timespec ts;
-	int64_t step;
-
-	while (ms > 0 && !w->stop) {
-		step = ms < 100 ? ms : 100;
-		ts.tv_sec = 0;
-		ts.tv_nsec = (long)step * 1000000L;
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-		ms -= step;
-	}
-}
-
-static void *run(void *arg)
+/* The thread's step: a LIST or a WATCH, then no wait, or a backoff
+ * doubling from 200 ms to BACKOFF_MAX_MS while they fail. */
+static int64_t step(void *arg)
 {
 	struct k8s_watch *w = arg;
-	int64_t backoff = 0;
 	int err;
 
-	while (!w->stop) {
-		if (!w->rv) {
-			err = relist(w);
-		} else {
-			err = watch_once(w);
-			if (err == ORC_ECONFLICT) {
-				orc_log(ORC_LOG_INFO, "kubernetes watch expired (410); listing again",
-					"resource_version", w->rv, NULL);
-				free(w->rv);
-				w->rv = NULL;
-				continue;
-			}
+	if (!w->rv) {
+		err = relist(w);
+	} else {
+		err = watch_once(w);
+		if (err == ORC_ECONFLICT) {
+			orc_log(ORC_LOG_INFO, "kubernetes watch expired (410); listing again",
+				"resource_version", w->rv, NULL);
+			free(w->rv);
+			w->rv = NULL;
+			return 0;
 		}
-		if (err == 0) {
-			backoff = 0;
-			continue;
-		}
-		backoff = backoff ? backoff * 2 : 200;
-		if (backoff > BACKOFF_MAX_MS)
-			backoff = BACKOFF_MAX_MS;
-		nap(w, backoff);
 	}
-	k8s_client_thread_done();
-	return NULL;
+	if (err == 0) {
+		w->backoff = 0;
+		return 0;
+	}
+	w->backoff = w->backoff ? w->backoff * 2 : 200;
+	if (w->backoff > BACKOFF_MAX_MS)
+		w->backoff = BACKOFF_MAX_MS;
+	return w->backoff;
 }
 
 /* ---- the interface ------------------------------------------------------------------- */
@@ -479,12 +460,10 @@ int k8s_watch_start(struct k8s_watch **out, struct k8s_client *c, const struct k
 	}
 	w->pipe_r = fds[0];
 	w->pipe_w = fds[1];
-	if (pthread_create(&w->thread, NULL, run, w) != 0) {
-		orc_log(ORC_LOG_ERROR, "cannot start the kubernetes watch thread", NULL);
+	if (k8s_thread_start(&w->thr, c, "watch", step, w) < 0) {
 		k8s_watch_stop(w);
 		return ORC_ERROR;
 	}
-	w->started = 1;
 	*out = w;
 	return 0;
 }
@@ -496,11 +475,7 @@ void k8s_watch_stop(struct k8s_watch *w)
 
 	if (!w)
 		return;
-	w->stop = 1;
-	if (w->started) {
-		k8s_client_stop(w->client);
-		pthread_join(w->thread, NULL);
-	}
+	k8s_thread_stop(&w->thr);
 	for (b = 0; b < NBUCKETS; b++)
 		for (e = w->buckets[b]; e; e = next) {
 			next = e->next;
