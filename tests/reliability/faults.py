@@ -313,6 +313,15 @@ def new_ready_sandboxes(stack, s, n):
     return ids
 
 
+def loaded(stack, n):
+    """The setup of a test under load: a session, n new ready sandboxes, a
+    Ledger and a Load (not started yet) that records into it."""
+    s = stack.session()
+    boxes = new_ready_sandboxes(stack, s, n)
+    ledger = Ledger()
+    return s, boxes, ledger, Load(stack, ledger)
+
+
 def wait_settled(stack, timeout):
     """No open job and no sandbox on its way (pending, deleting)."""
     def settled():

@@ -10,7 +10,6 @@ Each test has a stack of its own (`private_stack`). `pytest -s` shows one
 latest figures.
 """
 import os
-import signal
 import threading
 import time
 
@@ -21,10 +20,7 @@ from faults import Ledger, Load, kill, pid_of, restart, verify
 
 def test_api_killed_during_sync_and_async_execs(private_stack):
     st = private_stack
-    s = st.session()
-    boxes = faults.new_ready_sandboxes(st, s, 3)
-    ledger = Ledger()
-    load = Load(st, ledger)
+    s, boxes, ledger, load = faults.loaded(st, 3)
     load.start(load.exec_sync, boxes[0])
     load.start(load.exec_sync, boxes[1])
     load.start(load.exec_async, boxes[2])
@@ -70,10 +66,7 @@ def test_controller_killed_during_creates_and_deletes(private_stack):
 
 def test_agent_killed_mid_exec(private_stack):
     st = private_stack
-    s = st.session()
-    victim, bystander = faults.new_ready_sandboxes(st, s, 2)
-    ledger = Ledger()
-    load = Load(st, ledger)
+    s, (victim, bystander), ledger, load = faults.loaded(st, 2)
     load.start(load.exec_sync, bystander, 0.1)
     tok = faults.token()
     answer = {}
@@ -169,10 +162,7 @@ def test_agent_killed_mid_upload(private_stack):
 
 def test_nginx_killed_under_load(private_stack):
     st = private_stack
-    s = st.session()
-    boxes = faults.new_ready_sandboxes(st, s, 2)
-    ledger = Ledger()
-    load = Load(st, ledger)
+    s, boxes, ledger, load = faults.loaded(st, 2)
     load.start(load.exec_sync, boxes[0], 1)
     load.start(load.exec_async, boxes[1])
 
@@ -206,10 +196,7 @@ def test_nginx_master_killed_leaves_no_orphan_workers(private_stack):
 
 def test_postgres_restart_under_load(private_stack):
     st = private_stack
-    s = st.session()
-    boxes = faults.new_ready_sandboxes(st, s, 2)
-    ledger = Ledger()
-    load = Load(st, ledger)
+    s, boxes, ledger, load = faults.loaded(st, 2)
     load.start(load.exec_sync, boxes[0])
     load.start(load.exec_async, boxes[1])
     load.start(load.create, 4)

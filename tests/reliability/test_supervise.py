@@ -17,7 +17,7 @@ import time
 import pytest
 
 import faults
-from faults import Ledger, Load, alive, kill, pid_of, verify
+from faults import alive, kill, pid_of, verify
 from stack import BIN, STACK_SH, Stack, processes_referencing
 
 COMPONENTS = ("api", "controller", "nginx", "postgres")
@@ -63,10 +63,7 @@ def with_args(name):
 @pytest.mark.parametrize("name", COMPONENTS)
 def test_a_killed_component_comes_back_without_up(private_stack, name):
     st = private_stack
-    s = st.session()
-    boxes = faults.new_ready_sandboxes(st, s, 2)
-    ledger = Ledger()
-    load = Load(st, ledger)
+    s, boxes, ledger, load = faults.loaded(st, 2)
     load.start(load.exec_sync, boxes[0])
     load.start(load.exec_async, boxes[1])
     old = {n: pid_of(st, n) for n in COMPONENTS}
