@@ -6,6 +6,7 @@ Everything lives in a fresh temporary directory that is removed afterwards
 (kept when ORCHARD_TEST_KEEP=1, to read the logs).
 """
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -35,6 +36,15 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def sha256_file(path):
+    """The hex SHA-256 of a file's contents, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def make_tmpdir(prefix="orc-"):

@@ -3,7 +3,6 @@ real stack (docs/cli.md, issue 7); tars that a hostile sandbox could send come
 from the fake server of test_cli.py, since a real agent never makes them.
 """
 import fcntl
-import hashlib
 import io
 import json
 import os
@@ -21,6 +20,7 @@ import time
 
 import pytest
 
+from stack import sha256_file
 from test_cli import CTL, clean_env, ctl, fake_api, home, sctl  # noqa: F401 (fixtures)
 
 
@@ -29,14 +29,6 @@ def work():
     d = tempfile.mkdtemp(prefix="cli-files-", dir="/tmp")
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def rexec(stack, home, sandbox, script):
