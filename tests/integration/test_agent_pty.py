@@ -1,8 +1,8 @@
 """Black-box tests of bin/orchard-agent: exec cancel, streaming exec, the PTY
 WebSocket (docs/agent-protocol.md) and the self-contained bundle.
 
-Self-contained: a small HTTP helper and a minimal RFC 6455 client over the
-agent's unix socket (no websocket library needed).
+Self-contained: a small HTTP helper and the minimal RFC 6455 client of
+ws_client.py over the agent's unix socket (no websocket library needed).
 """
 import base64
 import hashlib
@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import tarfile
 import threading
@@ -22,11 +21,11 @@ import pytest
 
 import agent_http
 from agent_http import AGENT, REPO, UnixHTTPConnection
+import ws_client
 from busybox import static_busybox
 
 TOKEN = "pty-t0ken"
 INIT_TIMEOUT_MS = 1500
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class Agent:
@@ -120,164 +119,16 @@ def wait_until(pred, seconds=5.0):
     return pred()
 
 
-# ---- a minimal WebSocket client ----
+# ---- the WebSocket client (ws_client.py) on the agent's socket ----
 
-class Closed(Exception):
-    def __init__(self, code, reason):
-        super().__init__("closed %s %r" % (code, reason))
-        self.code, self.reason = code, reason
-
-
-class WS:
-    def __init__(self, sock_path, query="", token=TOKEN, header_auth=True, timeout=10, headers=None):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(sock_path)
-        key = base64.b64encode(os.urandom(16)).decode()
-        req = ("GET /pty%s HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
-               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
-               % (query, key))
-        if token and header_auth:
-            req += "Authorization: Bearer %s\r\n" % token
-        for name, value in (headers or {}).items():
-            req += "%s: %s\r\n" % (name, value)
-        self.s.sendall((req + "\r\n").encode())
-        self.buf = b""
-        while b"\r\n\r\n" not in self.buf:
-            chunk = self.s.recv(4096)
-            if not chunk:
-                raise ConnectionError("connection closed during the handshake: %r" % self.buf)
-            self.buf += chunk
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        self.status = int(lines[0].split()[1])
-        self.headers = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip()
-                        for l in lines[1:]}
-        if self.status == 101:
-            want = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
-            assert self.headers.get("sec-websocket-accept") == want
-        self.received = 0          # stdout bytes decoded so far
-        self.close_code = None
-
-    def _read(self, n):
-        while len(self.buf) < n:
-            chunk = self.s.recv(65536)
-            if not chunk:
-                raise Closed(None, "eof")
-            self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def send_frame(self, opcode, payload, fin=True, masked=True):
-        head = bytes([(0x80 if fin else 0) | opcode])
-        n = len(payload)
-        mbit = 0x80 if masked else 0
-        if n < 126:
-            head += bytes([mbit | n])
-        elif n < 65536:
-            head += bytes([mbit | 126]) + struct.pack("!H", n)
-        else:
-            head += bytes([mbit | 127]) + struct.pack("!Q", n)
-        if masked:
-            mask = os.urandom(4)
-            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if n < 4096 else \
-                (int.from_bytes(payload, "big") ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
-            head += mask
-        self.s.sendall(head + payload)
-
-    def send(self, obj):
-        self.send_frame(0x1, json.dumps(obj).encode())
-
-    def stdin(self, text):
-        self.send({"type": "stdin", "data": base64.b64encode(text.encode()).decode()})
-
-    def recv_frame(self):
-        """(opcode, payload) of the next whole message; answers pings."""
-        data, first_op = b"", None
-        while True:
-            b0, b1 = self._read(2)
-            op, n = b0 & 0x0F, b1 & 0x7F
-            assert not b1 & 0x80, "server frames must not be masked"
-            if n == 126:
-                n = struct.unpack("!H", self._read(2))[0]
-            elif n == 127:
-                n = struct.unpack("!Q", self._read(8))[0]
-            payload = self._read(n)
-            if op == 0x8:
-                code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
-                self.close_code = code
-                try:
-                    self.send_frame(0x8, payload[:2])
-                except OSError:
-                    pass
-                raise Closed(code, payload[2:].decode(errors="replace"))
-            if op in (0x9, 0xA):
-                if op == 0x9:
-                    self.send_frame(0xA, payload)
-                return op, payload
-            if op != 0:
-                first_op = op
-            data += payload
-            if b0 & 0x80:
-                return first_op, data
-
-    def recv(self):
-        while True:
-            op, payload = self.recv_frame()
-            if op in (0x1, 0x2):
-                msg = json.loads(payload)
-                if msg.get("type") == "stdout":
-                    self.received += len(base64.b64decode(msg["data"]))
-                return msg
-
-    def read_until(self, text, seconds=10):
-        """stdout text until `text` appears; returns it all."""
-        out, end = "", time.time() + seconds
-        while text not in out:
-            assert time.time() < end, "no %r in %r" % (text, out)
-            m = self.recv()
-            if m["type"] == "stdout":
-                out += base64.b64decode(m["data"]).decode(errors="replace")
-            else:
-                assert m["type"] != "exit", "exited before %r: %r" % (text, out)
-        return out
-
-    def until_exit(self, seconds=10):
-        """(stdout text, exit code) up to the exit frame, then the close code."""
-        out, end = "", time.time() + seconds
-        while True:
-            assert time.time() < end
-            m = self.recv()
-            if m["type"] == "stdout":
-                out += base64.b64decode(m["data"]).decode(errors="replace")
-            elif m["type"] == "exit":
-                return out, m["code"]
-
-    def expect_close(self, seconds=10):
-        """The close code, skipping frames before it; returns (code, frames)."""
-        frames, end = [], time.time() + seconds
-        self.s.settimeout(seconds)
-        try:
-            while time.time() < end:
-                frames.append(self.recv())
-        except Closed as c:
-            return c.code, frames
-        raise AssertionError("not closed: %r" % frames)
-
-    def drop(self):
-        """Vanish without a close frame (a lost connection)."""
-        self.s.close()
-
-    def close(self):
-        try:
-            self.send_frame(0x8, struct.pack("!H", 1000))
-        except OSError:
-            pass
-        self.s.close()
+def agent_ws(sock_path, query="", token=TOKEN, header_auth=True, timeout=10, headers=None):
+    h = {"Authorization": "Bearer %s" % token} if token and header_auth else {}
+    h.update(headers or {})
+    return ws_client.unix(sock_path, "/pty" + query, timeout=timeout, headers=h)
 
 
 def open_session(agent, init=None, **kw):
-    ws = WS(agent.sock, **kw)
+    ws = agent_ws(agent.sock, **kw)
     assert ws.status == 101, ws.headers
     ws.send(dict({"type": "init", "cmd": ["/bin/sh"]}, **(init or {})))
     ready = ws.recv()
@@ -296,7 +147,7 @@ def test_a_revoked_key_ends_its_sessions_and_is_refused_from_then_on(agent):
     assert status == 200 and body == {"key": "41", "pty_sessions_ended": 1}, body
     code, _ = doomed.expect_close()
     assert code == 1008
-    late = WS(agent.sock, headers={"X-Orchard-Key": "41"})
+    late = agent_ws(agent.sock, headers={"X-Orchard-Key": "41"})
     assert late.status == 403, late.headers
     assert agent.request("GET", "/health", headers={"X-Orchard-Key": "41"})[0] == 403
     assert agent.request("POST", "/keys/revoke?key=41")[1]["pty_sessions_ended"] == 0
@@ -472,18 +323,18 @@ def test_plain_exec_reports_cancelled_false(agent):
 def test_pty_upgrade_checks(agent):
     st, body = agent.request("GET", "/pty")
     assert st == 426 and "WebSocket" in body["error"]
-    ws = WS(agent.sock, token=None)
+    ws = agent_ws(agent.sock, token=None)
     assert ws.status == 401
-    ws = WS(agent.sock, token="wrong")
+    ws = agent_ws(agent.sock, token="wrong")
     assert ws.status == 401
-    ws = WS(agent.sock, query="?session=" + "0" * 32)
+    ws = agent_ws(agent.sock, query="?session=" + "0" * 32)
     assert ws.status == 404
-    ws = WS(agent.sock, query="?session=zz")
+    ws = agent_ws(agent.sock, query="?session=zz")
     assert ws.status == 400
 
 
 def test_pty_token_in_query(agent):
-    ws = WS(agent.sock, query="?token=" + TOKEN, header_auth=False)
+    ws = agent_ws(agent.sock, query="?token=" + TOKEN, header_auth=False)
     assert ws.status == 101
     ws.send({"type": "init", "cmd": ["/bin/sh", "-c", "exit 0"]})
     assert ws.recv()["type"] == "ready"
@@ -502,7 +353,7 @@ def test_pty_echo_and_exit_code(agent):
 
 
 def test_pty_default_shell_is_a_login_shell_on_a_terminal(agent, tmp_path):
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     ws.send({"type": "init", "env": {"HOME": str(tmp_path)}})  # not this host's profile
     assert ws.recv()["type"] == "ready"
     ws.stdin("[ -t 0 ] && echo TTY-$TERM; shopt -q login_shell && echo LOGIN-yes; exit\n")
@@ -559,7 +410,7 @@ def test_pty_interrupt_reaches_the_foreground_job(agent):
     {"type": "nonsense"},
 ])
 def test_pty_bad_init_closes_4400(agent, first):
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     ws.send(first)
     code, frames = ws.expect_close()
     assert code == 4400
@@ -567,7 +418,7 @@ def test_pty_bad_init_closes_4400(agent, first):
 
 
 def test_pty_no_init_in_time_closes_4400(agent):
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     t0 = time.time()
     code, frames = ws.expect_close(seconds=10)
     assert code == 4400 and frames[0]["type"] == "error"
@@ -575,11 +426,11 @@ def test_pty_no_init_in_time_closes_4400(agent):
 
 
 def test_pty_spawn_failure_closes_4500(agent, tmp_path):
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     ws.send({"type": "init", "cmd": ["/no/such/program"]})
     code, frames = ws.expect_close()
     assert code == 4500 and "cannot execute" in frames[0]["message"]
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     ws.send({"type": "init", "cmd": ["/bin/sh"], "cwd": str(tmp_path / "missing")})
     assert ws.expect_close()[0] == 4500
 
@@ -607,7 +458,7 @@ def test_pty_errors_after_init_keep_the_session(agent):
 
 
 def test_pty_websocket_framing(agent):
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     # a fragmented init, then a ping answered with its payload
     text = json.dumps({"type": "init", "cmd": ["/bin/sh"]}).encode()
     ws.send_frame(0x1, text[:10], fin=False)
@@ -628,7 +479,7 @@ def test_pty_websocket_framing(agent):
 
 
 def test_pty_unmasked_frame_is_a_protocol_error(agent):
-    ws = WS(agent.sock)
+    ws = agent_ws(agent.sock)
     ws.send_frame(0x1, json.dumps({"type": "init"}).encode(), masked=False)
     assert ws.expect_close()[0] == 1002
 
@@ -664,7 +515,7 @@ def test_pty_reattach_replays_missed_output(agent):
     ws.drop()
     time.sleep(1.2)  # the output is produced while nobody is attached
 
-    again = WS(agent.sock, query="?session=%s&offset=%d" % (sid, offset))
+    again = agent_ws(agent.sock, query="?session=%s&offset=%d" % (sid, offset))
     assert again.status == 101
     r = again.recv()
     assert r == {"type": "ready", "pid": ready["pid"], "session_id": sid, "offset": offset}
@@ -674,7 +525,7 @@ def test_pty_reattach_replays_missed_output(agent):
     again.read_until("live")
 
     # from offset 0 everything is still there
-    third = WS(agent.sock, query="?session=%s&offset=0" % sid)
+    third = agent_ws(agent.sock, query="?session=%s&offset=0" % sid)
     assert third.recv()["offset"] == 0
     assert "before-2" in third.read_until("missed-6")
     # the second client was replaced
@@ -693,7 +544,7 @@ def test_pty_reattach_after_exit_gets_output_and_exit(agent):
     ws, ready = open_session(agent, {"cmd": ["/bin/sh", "-c", "sleep 0.5; echo done-late; exit 9"]})
     ws.drop()
     time.sleep(1)
-    again = WS(agent.sock, query="?session=%s" % ready["session_id"])
+    again = agent_ws(agent.sock, query="?session=%s" % ready["session_id"])
     assert again.recv()["type"] == "ready"
     out, code = again.until_exit()
     assert "done-late" in out and code == 9
@@ -701,7 +552,7 @@ def test_pty_reattach_after_exit_gets_output_and_exit(agent):
 
 def test_pty_offset_past_the_end_is_4400(agent):
     ws, ready = open_session(agent)
-    again = WS(agent.sock, query="?session=%s&offset=999999" % ready["session_id"])
+    again = agent_ws(agent.sock, query="?session=%s&offset=999999" % ready["session_id"])
     assert again.expect_close()[0] == 4400
     ws.send({"type": "close"})
     ws.until_exit()
@@ -713,7 +564,7 @@ def test_pty_detached_session_expires_after_the_grace(tmp_path):
         ws, ready = open_session(agent, {"cmd": ["sleep", "100"]})
         ws.drop()
         assert wait_until(lambda: not alive(ready["pid"]), 5), "the detached program survived"
-        st = WS(agent.sock, query="?session=" + ready["session_id"]).status
+        st = agent_ws(agent.sock, query="?session=" + ready["session_id"]).status
         assert st == 404
     finally:
         assert stop_agent(agent) == 0
@@ -730,7 +581,7 @@ def test_pty_websocket_close_hangs_up_then_terminates(agent, tmp_path):
     ws.close()
     assert wait_until(lambda: not alive(ready["pid"]), 10), "the program survived the close"
     assert mark.read_text() == "term\n"
-    assert wait_until(lambda: WS(agent.sock, query="?session=" + ready["session_id"]).status == 404, 10)
+    assert wait_until(lambda: agent_ws(agent.sock, query="?session=" + ready["session_id"]).status == 404, 10)
 
 
 def test_pty_websocket_close_kills_what_ignores_hup_and_term(agent):
@@ -841,7 +692,7 @@ def test_bundled_agent_runs_in_a_busybox_root(tmp_path):
         assert out["stdout"] == b"a\nb\n" and frames[-1][1]["exit_code"] == 0
         busybox_files_tar_and_git(agent_http.Agent(agent.sock, token=TOKEN))
 
-        ws = WS(agent.sock)
+        ws = agent_ws(agent.sock)
         ws.send({"type": "init", "rows": 20, "cols": 70})
         ready = ws.recv()
         assert ready["type"] == "ready", ready

@@ -976,7 +976,8 @@ def api_exec(s, admin, sid, cmd):
 
 
 def test_whole_stack_exec_files_pty_delete_through_a_pod(kstack):
-    from test_pty_stack import WSS, pty_path, run_shell
+    import ws_client
+    from test_pty_stack import pty_path, run_shell
     s, fake = kstack.stack, kstack.fake
     admin = s.session()
     r = admin.post(s.url + "/v1/sandboxes", json={"image": "python:3.11-slim"})
@@ -1010,7 +1011,7 @@ def test_whole_stack_exec_files_pty_delete_through_a_pod(kstack):
     assert r.status_code == 200 and r.content == blob
 
     # the PTY WebSocket: nginx proxies it straight to the pod's agent address
-    w = WSS(s, pty_path(sid, "?api_key=" + s.admin_key))
+    w = ws_client.tls(s, pty_path(sid, "?api_key=" + s.admin_key))
     try:
         assert w.status == 101, (w.status, w.buf)
         text, code, _ = run_shell(w)

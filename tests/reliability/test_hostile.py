@@ -29,7 +29,8 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from faults import agent_pid, alive, pid_of
-from test_pty_stack import WSS, Closed
+import ws_client
+from ws_client import Closed
 
 ERROR_SHAPE = {"detail", "code", "request_id"}
 BAD = (400, 422)            # "invalid": either is a fair answer to bad input
@@ -625,19 +626,7 @@ def test_slow_body_that_completes_is_still_validated(world):
 # ---- bad WebSocket frames: the session ends cleanly, the agent lives on ------
 
 def _frame(opcode, payload, fin=True, mask=True, length=None):
-    n = len(payload) if length is None else length
-    head = bytes([(0x80 if fin else 0) | opcode])
-    mbit = 0x80 if mask else 0
-    if n < 126:
-        head += bytes([mbit | n])
-    elif n < 65536:
-        head += bytes([mbit | 126]) + struct.pack("!H", n)
-    else:
-        head += bytes([mbit | 127]) + struct.pack("!Q", n)
-    if not mask:
-        return head + payload
-    m = os.urandom(4)
-    return head + m + bytes(b ^ m[i % 4] for i, b in enumerate(payload))
+    return ws_client.frame(opcode, payload, fin=fin, masked=mask, length=length)
 
 
 def _json_frame(obj):
@@ -674,7 +663,7 @@ WS_FRAMES = {
 
 @pytest.mark.parametrize("name", sorted(WS_FRAMES))
 def test_bad_websocket_frames(world, name):
-    ws = WSS(world.stack, "/v1/sandboxes/%s/exec/pty" % world.box,
+    ws = ws_client.tls(world.stack, "/v1/sandboxes/%s/exec/pty" % world.box,
              headers={"X-API-Key": world.stack.admin_key})
     try:
         assert ws.status == 101, (ws.status, ws.buf)
@@ -706,19 +695,19 @@ def test_websocket_handshake_garbage(world):
     """Versions and keys that are not RFC 6455: refused before the upgrade."""
     path = "/v1/sandboxes/%s/exec/pty" % world.box
     for headers in ({"Sec-WebSocket-Version": "8"},):
-        ws = WSS(world.stack, path, headers=dict(headers, **{"X-API-Key": world.stack.admin_key}),
+        ws = ws_client.tls(world.stack, path, headers=dict(headers, **{"X-API-Key": world.stack.admin_key}),
                  upgrade=False)
         try:
             assert 400 <= ws.status < 500, ws.status
             assert ERROR_SHAPE <= set(ws.body())
         finally:
             ws.close()
-    ws = WSS(world.stack, path, headers={"X-API-Key": world.revoked})
+    ws = ws_client.tls(world.stack, path, headers={"X-API-Key": world.revoked})
     try:
         assert ws.status == 403 and ERROR_SHAPE <= set(ws.body())
     finally:
         ws.close()
-    ws = WSS(world.stack, "/v1/sandboxes/%s/exec/pty" % world.obox,
+    ws = ws_client.tls(world.stack, "/v1/sandboxes/%s/exec/pty" % world.obox,
              headers={"X-API-Key": world.stack.admin_key})
     try:
         assert ws.status == 404 and ERROR_SHAPE <= set(ws.body())

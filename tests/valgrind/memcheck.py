@@ -123,7 +123,7 @@ def tar_of(files):
 
 
 def agent_scenario(agent, work, s):
-    from test_agent_pty import WS
+    from test_agent_pty import agent_ws
     ws_dir = os.path.join(work, "ws")
     os.makedirs(ws_dir)
 
@@ -212,7 +212,7 @@ def agent_scenario(agent, work, s):
             s.check(f.read() == "one\n", "reset restored a.txt")
 
     def pty():
-        ws = WS(agent.sock, token=agent.token, timeout=60)
+        ws = agent_ws(agent.sock, token=agent.token, timeout=60)
         s.check(ws.status == 101, "pty upgrade: %s" % ws.status)
         ws.send({"type": "init", "cmd": ["/bin/sh"], "rows": 24, "cols": 80})
         s.check(ws.recv()["type"] == "ready", "pty ready")
@@ -222,7 +222,7 @@ def agent_scenario(agent, work, s):
         s.check("pty-42" in out and "30 100" in out and code == 3, "pty: %r %r" % (out, code))
         ws.close()
         # A session the client drops: the agent kills it at shutdown.
-        ws = WS(agent.sock, token=agent.token, timeout=60)
+        ws = agent_ws(agent.sock, token=agent.token, timeout=60)
         ws.send({"type": "init", "cmd": ["/bin/sh", "-c", "sleep 300"]})
         s.check(ws.recv()["type"] == "ready", "second pty ready")
         ws.drop()
