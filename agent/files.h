@@ -53,6 +53,9 @@ int agent_body_object(json_object **out, struct agent_reply *reply, const struct
  * (NULL: required). Replies 400 on failure. */
 int agent_field_path(char **out, struct agent_reply *reply, json_object *o,
 		     const char *key, const char *def);
+/* open() path as a directory (O_CLOEXEC): the descriptor, or a reply (400
+ * when path is something else, else the errno's status) and -1. */
+int agent_open_dir(struct agent_reply *reply, const char *path);
 /* Reply {"error": msg} with the status of an orc_err code. */
 void agent_reply_err(struct agent_reply *reply, int err, const char *msg);
 /* The byte limit of streamed uploads: ORCHARD_AGENT_MAX_UPLOAD or 1 GiB. */

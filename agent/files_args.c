@@ -1,9 +1,12 @@
 #include "files.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <microhttpd.h>
 
 #include "err.h"
@@ -57,6 +60,25 @@ int agent_arg_path(char **out, struct agent_reply *reply, const struct agent_req
 	if ((err = agent_arg_resolve(out, req, key, def, msg, sizeof(msg))) < 0)
 		agent_reply_error(reply, 400, msg);
 	return err;
+}
+
+int agent_open_dir(struct agent_reply *reply, const char *path)
+{
+	char msg[512];
+	struct stat st;
+	int fd, e;
+
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0)
+		return fd;
+	e = errno;
+	if (e == ENOTDIR && stat(path, &st) == 0) {
+		snprintf(msg, sizeof(msg), "\"%s\" is not a directory", path);
+		agent_reply_error(reply, 400, msg);
+	} else {
+		snprintf(msg, sizeof(msg), "open() \"%s\" failed: %s", path, strerror(e));
+		agent_reply_err(reply, agent_errno_err(e), msg);
+	}
+	return -1;
 }
 
 int agent_arg_flag(int *out, struct agent_reply *reply, const struct agent_request *req,

@@ -231,19 +231,8 @@ void agent_handle_archive_get(struct agent_reply *reply, const struct agent_requ
 	}
 	if (agent_arg_path(&path, reply, req, "path", NULL) < 0)
 		return;
-	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		int e = errno;
-		struct stat st;
-
-		if (e == ENOTDIR && stat(path, &st) == 0) {
-			snprintf(msg, sizeof(msg), "\"%s\" is not a directory", path);
-			agent_reply_error(reply, 400, msg);
-		} else {
-			snprintf(msg, sizeof(msg), "open() \"%s\" failed: %s", path, strerror(e));
-			agent_reply_err(reply, agent_errno_err(e), msg);
-		}
+	if ((fd = agent_open_dir(reply, path)) < 0)
 		goto done;
-	}
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		agent_reply_error(reply, 500, "pipe() failed");
 		goto done;
