@@ -184,9 +184,19 @@ done:
 	free(path);
 }
 
+/* 200 {"success": true, "path": path}. */
+static void reply_done(struct agent_reply *reply, const char *path)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "success", json_object_new_boolean(1));
+	json_object_object_add(o, "path", json_object_new_string(path));
+	agent_reply_json(reply, 200, o);
+	json_object_put(o);
+}
+
 void agent_handle_files_delete(struct agent_reply *reply, const struct agent_request *req)
 {
-	json_object *o;
 	char *path = NULL, msg[512];
 	int recursive, err;
 
@@ -198,11 +208,7 @@ void agent_handle_files_delete(struct agent_reply *reply, const struct agent_req
 		agent_reply_err(reply, err, msg);
 		goto done;
 	}
-	o = json_object_new_object();
-	json_object_object_add(o, "success", json_object_new_boolean(1));
-	json_object_object_add(o, "path", json_object_new_string(path));
-	agent_reply_json(reply, 200, o);
-	json_object_put(o);
+	reply_done(reply, path);
 done:
 	free(path);
 }
@@ -255,7 +261,7 @@ done:
 
 void agent_handle_files_mkdir(struct agent_reply *reply, const struct agent_request *req)
 {
-	json_object *body = NULL, *o;
+	json_object *body = NULL;
 	const char *mode_s = NULL;
 	char *path = NULL, msg[512];
 	mode_t mode = 0755;
@@ -286,11 +292,7 @@ void agent_handle_files_mkdir(struct agent_reply *reply, const struct agent_requ
 		agent_reply_err(reply, err, msg);
 		goto done;
 	}
-	o = json_object_new_object();
-	json_object_object_add(o, "success", json_object_new_boolean(1));
-	json_object_object_add(o, "path", json_object_new_string(path));
-	agent_reply_json(reply, 200, o);
-	json_object_put(o);
+	reply_done(reply, path);
 done:
 	free(path);
 	json_object_put(body);
