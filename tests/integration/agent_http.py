@@ -12,6 +12,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT = os.environ.get("ORCHARD_AGENT_BIN") or os.path.join(REPO, "bin", "orchard-agent")
 TOKEN = "t0ken-for-agent-tests"
+OWN = object()   # request(token=OWN): the agent's own token
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -38,9 +39,11 @@ class Agent:
         return UnixHTTPConnection(self.sock, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, raw=False, timeout=120,
-                encode_chunked=False):
-        """(status, JSON body (or bytes with raw=True; None when empty), response)."""
-        h = {"Authorization": "Bearer " + self.token}
+                encode_chunked=False, token=OWN):
+        """(status, JSON body (or bytes with raw=True; None when empty), response).
+        token: another bearer token, or None for none."""
+        token = self.token if token is OWN else token
+        h = {"Authorization": "Bearer " + token} if token else {}
         h.update(headers or {})
         if isinstance(body, (dict, list)):
             body = json.dumps(body)
@@ -64,6 +67,14 @@ class Agent:
             return r.status, (json.loads(data) if data else None), r
         finally:
             c.close()
+
+    def exec(self, timeout=60, **fields):
+        status, body = self.request("POST", "/exec", fields, timeout=timeout)[:2]
+        assert status == 200, body
+        return body
+
+    def cancel(self, job_id):
+        return self.request("POST", "/exec/cancel", {"job_id": job_id})
 
 
 def start_agent(tmp, extra_env=None, token=TOKEN):

@@ -16,37 +16,7 @@ import time
 
 import pytest
 
-from agent_http import AGENT, TOKEN, UnixHTTPConnection, stop_agent
-
-
-class Agent:
-    def __init__(self, sock, token=TOKEN):
-        self.sock = sock
-        self.token = token
-
-    def request(self, method, path, body=None, token="default", headers=None, timeout=60):
-        """Returns (status, parsed JSON body or None, response headers)."""
-        h = dict(headers or {})
-        if token == "default":
-            token = self.token
-        if token is not None:
-            h["Authorization"] = "Bearer " + token
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body)
-            h["Content-Type"] = "application/json"
-        c = UnixHTTPConnection(self.sock, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, (json.loads(data) if data else None), r
-        finally:
-            c.close()
-
-    def exec(self, timeout=60, **fields):
-        status, body, _ = self.request("POST", "/exec", fields, timeout=timeout)
-        assert status == 200, body
-        return body
+from agent_http import AGENT, TOKEN, Agent, stop_agent
 
 
 def wait_for_health(agent, proc, deadline_s=10):

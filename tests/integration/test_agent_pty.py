@@ -28,33 +28,16 @@ TOKEN = "pty-t0ken"
 INIT_TIMEOUT_MS = 1500
 
 
-class Agent:
+class Agent(agent_http.Agent):
+    """agent_http.Agent with its process and directory; request answers
+    (status, JSON body)."""
+
     def __init__(self, sock, proc=None, tmp=None):
-        self.sock, self.proc, self.tmp = sock, proc, tmp
+        super().__init__(sock, TOKEN, proc.pid if proc else None)
+        self.proc, self.tmp = proc, tmp
 
-    def request(self, method, path, body=None, headers=None, timeout=60, token=TOKEN):
-        h = dict(headers or {})
-        if token:
-            h["Authorization"] = "Bearer " + token
-        if body is not None:
-            body = json.dumps(body)
-            h["Content-Type"] = "application/json"
-        c = UnixHTTPConnection(self.sock, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, (json.loads(data) if data else None)
-        finally:
-            c.close()
-
-    def exec(self, timeout=60, **fields):
-        status, body = self.request("POST", "/exec", fields, timeout=timeout)
-        assert status == 200, body
-        return body
-
-    def cancel(self, job_id):
-        return self.request("POST", "/exec/cancel", {"job_id": job_id})
+    def request(self, *args, **kw):
+        return super().request(*args, **kw)[:2]
 
     def log(self):
         with open(os.path.join(self.tmp, "agent.log"), errors="replace") as f:
