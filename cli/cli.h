@@ -146,6 +146,8 @@ struct cli_response {
 };
 #define CLI_RESPONSE_INIT { 0, ORC_BUF_INIT, NULL, "", -1, 0 }
 void cli_response_release(struct cli_response *r);
+/* r->json from r->body when the body is JSON (left NULL otherwise). */
+void cli_response_parse(struct cli_response *r);
 
 /*
  * Send one request. 0 when an HTTP response arrived (any status). A request

@@ -25,6 +25,14 @@
 #define CLI_RESPONSE_MAX ((size_t)256 << 20)
 #define RETRY_AFTER_MAX_S 30
 
+void cli_response_parse(struct cli_response *r)
+{
+	json_object *j = NULL;
+
+	if (r->body.len && orc_json_parse(&j, r->body.ptr, r->body.len, NULL, 0) == 0)
+		r->json = j;
+}
+
 void cli_response_release(struct cli_response *r)
 {
 	orc_buf_release(&r->body);
@@ -362,11 +370,7 @@ int cli_http(struct cli_response *out, const struct cli_config *cfg, const struc
 		}
 		goto done;
 	}
-	if (r.body.len) {
-		json_object *j = NULL;
-		if (orc_json_parse(&j, r.body.ptr, r.body.len, NULL, 0) == 0)
-			r.json = j;
-	}
+	cli_response_parse(&r);
 	*out = r;
 	memset(&r, 0, sizeof(r));
 done:

@@ -214,11 +214,7 @@ int cli_http_stream(struct cli_response *out, const struct cli_config *cfg, cons
 		}
 		goto done;
 	}
-	if (r.body.len) {
-		json_object *j = NULL;
-		if (orc_json_parse(&j, r.body.ptr, r.body.len, NULL, 0) == 0)
-			r.json = j;
-	}
+	cli_response_parse(&r);
 	*out = r;
 	memset(&r, 0, sizeof(r));
 done:

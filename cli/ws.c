@@ -312,7 +312,6 @@ static int report_refusal(struct cli_ws *ws, long status, size_t head_len)
 	struct cli_response r = CLI_RESPONSE_INIT;
 	char *cl = head_header(ws->in.ptr, head_len, "content-length:"), *rid;
 	int64_t want = 0, deadline = orc_mono_ms() + 10000;
-	json_object *j = NULL;
 
 	if (!cl || orc_parse_i64(&want, cl, 0, REFUSAL_BODY_MAX) < 0)
 		want = 0;
@@ -323,8 +322,7 @@ static int report_refusal(struct cli_ws *ws, long status, size_t head_len)
 		snprintf(r.request_id, sizeof(r.request_id), "%s", rid);
 	r.status = status;
 	orc_buf_add(&r.body, ws->in.ptr + head_len, ws->in.len - head_len);
-	if (r.body.len && orc_json_parse(&j, r.body.ptr, r.body.len, NULL, 0) == 0)
-		r.json = j;
+	cli_response_parse(&r);
 	if (!r.body.len)
 		cli_error("the server answered the WebSocket upgrade with HTTP %ld", status);
 	else
