@@ -2,7 +2,7 @@
  * Forks (docs/checkpoints.md):
  *
  *   POST /checkpoints/{id}/fork  {count: 1..256, labels?, env?, ttl_seconds?,
- *                                 idle_timeout_seconds?}
+ *                                 idle_timeout_seconds?, disk?}
  *   POST /sandboxes/{id}/fork    the same body: checkpoint now, then fork;
  *                                with "step": t, fork from the checkpoint of
  *                                step t instead (checkpoint_step.c)
@@ -11,7 +11,7 @@
  * launches it and restores the checkpoint's state into it before it
  * starts), with forked_from naming the checkpoint. Their spec is the
  * checkpoint's (image, cpu, memory, network, workdir, env merged with the
- * request's env, labels unless the request gives its own). All rows are
+ * request's env, labels and disk limit unless the request gives its own). All rows are
  * one statement in one transaction with the quota check: a fork is all or
  * nothing. One Idempotency-Key covers the batch: a retry answers the
  * sandboxes of the first request.
@@ -21,6 +21,7 @@
 
 #include "api.h"
 #include "checkpoint.h"
+#include "create.h"
 #include "err.h"
 #include "json.h"
 #include "log.h"
@@ -39,6 +40,8 @@ struct fork_req {
 	json_object *env;
 	int64_t ttl, idle;        /* 0: the controller's default / none */
 	int64_t step;             /* -1: now */
+	char disk[32];            /* "": the checkpoint's */
+	int64_t disk_bytes;
 	const char *idempotency_key;
 	char *batch_key;          /* "fork:<key>:" (malloc'd) or NULL */
 };
@@ -65,6 +68,9 @@ static int parse_fork(struct fork_req *f, struct api_req *r, json_object *body, 
 		return err;
 	if ((err = orc_json_get_int(body, "idle_timeout_seconds", &f->idle, 1, 30 * 86400, msg,
 				    msglen)) < 0)
+		return err;
+	if ((err = api_disk_parse(f->disk, sizeof(f->disk), &f->disk_bytes, body, NULL, msg,
+				  msglen)) < 0)
 		return err;
 	f->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
 	if (f->idempotency_key && !*f->idempotency_key)
@@ -122,10 +128,11 @@ static const char fork_sql_fmt[] =
 	"  AND state = 'ready' FOR SHARE),"
 	" s AS (INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis, memory_bytes,"
 	"  block_network, labels, env, workdir, ttl_seconds, idle_timeout_seconds, agent_token,"
-	"  created_by_key, idempotency_key, driver, forked_from)"
+	"  created_by_key, idempotency_key, driver, forked_from, disk, disk_bytes)"
 	"  SELECT n.id, c.tenant_id, c.image, c.cpu, c.memory, c.cpu_millis, c.memory_bytes,"
 	"  c.block_network, COALESCE($5::jsonb, c.sandbox_labels), c.env || COALESCE($6::jsonb, '{}'),"
-	"  c.workdir, $7::int, $8::int, n.token, $9::bigint, $10 || n.ord, c.driver, c.id"
+	"  c.workdir, $7::int, $8::int, n.token, $9::bigint, $10 || n.ord, c.driver, c.id,"
+	"  COALESCE($12, c.disk), COALESCE($13::bigint, c.disk_bytes)"
 	"  FROM c, n ORDER BY n.ord RETURNING *),"
 	" e AS (INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
 	"  SELECT s.id, s.tenant_id, 'sandbox.create', jsonb_build_object('image', s.image,"
@@ -136,8 +143,8 @@ static int fork_insert(PGresult **out, long *retry_out, PGconn *db, struct api_r
 		       const struct fork_req *f, char *msg, size_t msglen)
 {
 	struct orc_pg_array ids = ORC_PG_ARRAY_INIT, tokens = ORC_PG_ARRAY_INIT;
-	char tenant[24], ttl[24], idle[24], id[9], token[65];
-	const char *params[11];
+	char tenant[24], ttl[24], idle[24], disk_b[24], id[9], token[65];
+	const char *params[13];
 	PGresult *res = NULL;
 	char *sql = xasprintf(fork_sql_fmt, api_sandbox_cols);
 	int64_t i;
@@ -163,10 +170,13 @@ static int fork_insert(PGresult **out, long *retry_out, PGconn *db, struct api_r
 	params[8] = r->key_id;
 	params[9] = f->batch_key;
 	params[10] = r->request_id;
+	snprintf(disk_b, sizeof(disk_b), "%lld", (long long)f->disk_bytes);
+	params[11] = f->disk_bytes ? f->disk : NULL;
+	params[12] = f->disk_bytes ? disk_b : NULL;
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
 	if ((err = quota_count(retry_out, db, r->tenant_id, ckpt, f->count, msg, msglen)) < 0 ||
-	    (err = orc_pg_query(&res, db, sql, 11, params)) < 0)
+	    (err = orc_pg_query(&res, db, sql, 13, params)) < 0)
 		goto fail;
 	if (PQntuples(res) != f->count) {
 		err = ORC_ENOTFOUND;

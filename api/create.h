@@ -18,6 +18,8 @@ struct api_create_req {
 	char memory[32];
 	int64_t cpu_millis;
 	int64_t memory_bytes;
+	char disk[32];            /* api_disk_parse() */
+	int64_t disk_bytes;
 	int block_network;
 	int tools;                /* the sandbox-tools bundle (default true) */
 	const char *sandbox_id;   /* NULL: generate */
@@ -35,6 +37,16 @@ struct api_create_req {
  * ORC_EINVALID / API_EBADREQ with msg. */
 int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *body,
 		     char *msg, size_t msglen);
+/*
+ * The "disk" field of body (a size such as "2Gi", the memory units):
+ * its text in out and its value in *bytes_out. Absent: dflt, or when dflt
+ * is NULL out is "" and *bytes_out 0 (a fork keeps its checkpoint's).
+ * ORC_EINVALID with msg for a bad unit, less than 16Mi or more than 64Ti.
+ */
+int api_disk_parse(char *out, size_t outlen, int64_t *bytes_out, json_object *body,
+		   const char *dflt, char *msg, size_t msglen);
+/* ORCHARD_SANDBOX_DISK_DEFAULT, else "10Gi". */
+const char *api_disk_default(void);
 /* Checks that need the database: the image exists (local driver) and the
  * size fits the largest node; ORC_EINVALID with msg when not. */
 int api_create_precheck(PGconn *db, const struct api_create_req *c, char *msg, size_t msglen);

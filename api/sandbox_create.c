@@ -6,7 +6,7 @@
  *
  * Orchard's fields and defaults: image (required), cpu and memory (ours
  * default to 1 / 1Gi, Orchard's to 4 / 16Gi: capacity.c), block_network
- * true, sandbox_id (8 hex generated), timeout 3600. Ours add
+ * true, sandbox_id (8 hex generated), timeout 3600. Ours add disk,
  * ttl_seconds, idle_timeout_seconds, labels, env, workdir and tools (NULL ttl and
  * idle timeout mean the controller's defaults). Unknown fields are ignored.
  *
@@ -31,6 +31,8 @@
 
 #define IMAGE_MAX 1024
 #define CREATE_ATTEMPTS 4
+#define DISK_MIN ((int64_t)16 << 20)
+#define DISK_MAX ((int64_t)64 << 40)
 
 /* The size of a sandbox whose create names none: ORCHARD_SANDBOX_CPU and
  * ORCHARD_SANDBOX_MEMORY, smaller than Orchard's 4 / 16Gi so that a 2-core
@@ -47,6 +49,13 @@ static const char *default_memory(void)
 	const char *v = getenv("ORCHARD_SANDBOX_MEMORY");
 
 	return v && *v ? v : "1Gi";
+}
+
+const char *api_disk_default(void)
+{
+	const char *v = getenv("ORCHARD_SANDBOX_DISK_DEFAULT");
+
+	return v && *v ? v : "10Gi";
 }
 
 /* cpu and memory may be strings or numbers; numbers keep their JSON text. */
@@ -77,6 +86,27 @@ static int quantity(char *out, size_t outlen, json_object *body, const char *key
 		return ORC_EINVALID;
 	}
 	snprintf(out, outlen, "%s", s);
+	return 0;
+}
+
+int api_disk_parse(char *out, size_t outlen, int64_t *bytes_out, json_object *body,
+		   const char *dflt, char *msg, size_t msglen)
+{
+	json_object *v = NULL;
+	int err;
+
+	*bytes_out = 0;
+	if (!dflt && (!json_object_object_get_ex(body, "disk", &v) || !v)) {
+		*out = '\0';
+		return 0;
+	}
+	if ((err = quantity(out, outlen, body, "disk", dflt ? dflt : "", msg, msglen)) < 0)
+		return err;
+	if (orc_parse_memory(bytes_out, out) < 0 || *bytes_out < DISK_MIN || *bytes_out > DISK_MAX) {
+		snprintf(msg, msglen, "invalid disk \"%s\": expected a size such as \"512Mi\" or \"2Gi\" "
+			 "(16Mi to 64Ti)", out);
+		return ORC_EINVALID;
+	}
 	return 0;
 }
 
@@ -117,6 +147,9 @@ int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *b
 			 "(at least 1Mi)", c->memory);
 		return ORC_EINVALID;
 	}
+	if ((err = api_disk_parse(c->disk, sizeof(c->disk), &c->disk_bytes, body, api_disk_default(),
+				  msg, msglen)) < 0)
+		return err;
 	if ((err = orc_json_get_bool(body, "block_network", &c->block_network, msg, msglen)) < 0)
 		return err;
 	if ((err = orc_json_get_bool(body, "tools", &c->tools, msg, msglen)) < 0)
@@ -215,6 +248,7 @@ static char *event_data(const struct api_create_req *c)
 	json_object_object_add(o, "image", json_object_new_string(c->image));
 	json_object_object_add(o, "cpu", json_object_new_string(c->cpu));
 	json_object_object_add(o, "memory", json_object_new_string(c->memory));
+	json_object_object_add(o, "disk", json_object_new_string(c->disk));
 	json_object_object_add(o, "block_network", json_object_new_boolean(c->block_network));
 	json_object_object_add(o, "timeout", json_object_new_int64(c->timeout));
 	if (c->labels)
@@ -229,9 +263,9 @@ int api_create_insert(PGresult **out, PGconn *db, struct api_req *r, const struc
 {
 	struct orc_pg_array id_arr = ORC_PG_ARRAY_INIT, token_arr = ORC_PG_ARRAY_INIT;
 	PGresult *res = NULL;
-	char tenant[24], cpu_m[24], mem_b[24], timeout[24], ttl[24], idle[24], token[65];
+	char tenant[24], cpu_m[24], mem_b[24], disk_b[24], timeout[24], ttl[24], idle[24], token[65];
 	char *data = event_data(c), *sql;
-	const char *params[22];
+	const char *params[24];
 	int err = 0, i;
 
 	for (i = 0; i < n; i++) {
@@ -242,6 +276,7 @@ int api_create_insert(PGresult **out, PGconn *db, struct api_req *r, const struc
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(cpu_m, sizeof(cpu_m), "%lld", (long long)c->cpu_millis);
 	snprintf(mem_b, sizeof(mem_b), "%lld", (long long)c->memory_bytes);
+	snprintf(disk_b, sizeof(disk_b), "%lld", (long long)c->disk_bytes);
 	snprintf(timeout, sizeof(timeout), "%lld", (long long)c->timeout);
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)c->ttl);
 	snprintf(idle, sizeof(idle), "%lld", (long long)c->idle);
@@ -267,20 +302,22 @@ int api_create_insert(PGresult **out, PGconn *db, struct api_req *r, const struc
 	params[19] = api_server.driver;
 	params[20] = c->tools ? "true" : "false";
 	params[21] = batch_id;
+	params[22] = c->disk;
+	params[23] = disk_b;
 	sql = xasprintf(
 		"WITH s AS (INSERT INTO sandboxes (id, tenant_id, image, cpu, memory, cpu_millis,"
 		" memory_bytes, block_network, labels, env, workdir, timeout_seconds, ttl_seconds,"
 		" idle_timeout_seconds, agent_token, created_by_key, idempotency_key, driver, tools,"
-		" batch_id)"
+		" batch_id, disk, disk_bytes)"
 		" SELECT u.id, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::jsonb, $11, $12, $13, $14,"
-		" u.token, $16::bigint, $17, $20, $21::boolean, $22"
+		" u.token, $16::bigint, $17, $20, $21::boolean, $22, $23, $24::bigint"
 		" FROM unnest($1::text[], $15::text[]) WITH ORDINALITY AS u(id, token, n) ORDER BY u.n"
 		" RETURNING *),"
 		" e AS (INSERT INTO events (sandbox_id, tenant_id, kind, data, api_key_id, request_id)"
 		" SELECT s.id, s.tenant_id, 'sandbox.create', $18::jsonb, $16::bigint, nullif($19, '')"
 		" FROM s)"
 		" SELECT %s FROM s JOIN tenants t ON t.id = s.tenant_id", api_sandbox_cols);
-	if ((err = orc_pg_query(&res, db, sql, 22, params)) < 0)
+	if ((err = orc_pg_query(&res, db, sql, 24, params)) < 0)
 		goto done;
 	for (i = 0; i < n && err == 0; i++)
 		err = api_step_policy_store(db, ids[i], r->tenant_id, &c->checkpoints);

@@ -25,13 +25,13 @@ const char api_sandbox_cols[] =
 	"s.env, s.workdir, s.ttl_seconds, s.idle_timeout_seconds, " ISO("s.ready_at") ", "
 	ISO("s.last_heartbeat_at") ", s.driver, " ISO("s.created_at") ", s.forked_from, s.paused, "
 	"s.pause_desired, s.failure, s.state = 'pending' AND s.admitted_at IS NULL, s.queue_position, "
-	"s.queue_reason";
+	"s.queue_reason, s.disk";
 
 enum {
 	S_ID, S_NAMESPACE, S_IMAGE, S_POD, S_BLOCK_NET, S_CPU, S_MEMORY, S_CREATED, S_STATE,
 	S_MESSAGE, S_TIMEOUT, S_LABELS, S_ENV, S_WORKDIR, S_TTL, S_IDLE, S_READY_AT,
 	S_HEARTBEAT, S_DRIVER, S_CREATED_ISO, S_FORKED_FROM, S_PAUSED, S_PAUSE_DESIRED, S_FAILURE,
-	S_QUEUED, S_QUEUE_POSITION, S_QUEUE_REASON,
+	S_QUEUED, S_QUEUE_POSITION, S_QUEUE_REASON, S_DISK,
 };
 
 _Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
@@ -83,6 +83,7 @@ json_object *api_sandbox_view(PGresult *res, int row)
 	json_object_object_add(o, "block_network", api_col_bool(res, row, S_BLOCK_NET));
 	json_object_object_add(o, "cpu", api_col_str(res, row, S_CPU));
 	json_object_object_add(o, "memory", api_col_str(res, row, S_MEMORY));
+	json_object_object_add(o, "disk", api_col_str(res, row, S_DISK));
 	json_object_object_add(o, "timeout", api_col_int(res, row, S_TIMEOUT));
 	json_object_object_add(o, "created_at", api_col_float(res, row, S_CREATED));
 	json_object_object_add(o, "created_at_iso", api_col_str(res, row, S_CREATED_ISO));

@@ -89,6 +89,37 @@ int ctl_btrfs_snapshot(int src_parent_fd, const char *src, int dst_parent_fd, co
 	return rc < 0 ? ORC_ERROR : 0;
 }
 
+int ctl_btrfs_quota_enable(int fd)
+{
+	struct btrfs_ioctl_quota_ctl_args args;
+
+	memset(&args, 0, sizeof(args));
+	args.cmd = BTRFS_QUOTA_CTL_ENABLE;
+	return ioctl(fd, BTRFS_IOC_QUOTA_CTL, &args) < 0 ? ORC_ERROR : 0;
+}
+
+int ctl_btrfs_qgroup_limit(int parent_fd, const char *name, int64_t bytes)
+{
+	struct btrfs_ioctl_qgroup_limit_args args;
+	int fd, rc, saved;
+
+	if (bytes <= 0) {
+		errno = EINVAL;
+		return ORC_ERROR;
+	}
+	if ((fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return ORC_ERROR;
+	memset(&args, 0, sizeof(args));
+	args.qgroupid = 0;   /* the subvolume fd is in */
+	args.lim.flags = BTRFS_QGROUP_LIMIT_MAX_RFER;
+	args.lim.max_rfer = (uint64_t)bytes;
+	rc = ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &args);
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return rc < 0 ? ORC_ERROR : 0;
+}
+
 static int destroy(int parent_fd, const char *name)
 {
 	struct btrfs_ioctl_vol_args args;

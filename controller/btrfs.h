@@ -1,5 +1,6 @@
 #ifndef CTL_BTRFS_H
 #define CTL_BTRFS_H
+#include <stdint.h>
 /*
  * btrfs subvolumes through ioctl(2) (linux/btrfs.h), for the local
  * driver's btrfs checkpoint backend (docs/checkpoints.md). Every call
@@ -21,6 +22,16 @@ int ctl_btrfs_subvol_create(int parent_fd, const char *name);
  * whole or not at all. */
 int ctl_btrfs_snapshot(int src_parent_fd, const char *src, int dst_parent_fd, const char *dst,
 		       int readonly);
+
+/* Turn quota groups on for the filesystem of fd (once; again is harmless).
+ * Every subvolume created after has its qgroup 0/<id>. Needs
+ * CAP_SYS_ADMIN. */
+int ctl_btrfs_quota_enable(int fd);
+
+/* Limit what the subvolume parent_fd/name refers to (its qgroup's
+ * max_rfer: blocks it shares with a snapshot count too) to bytes; its
+ * writers then get EDQUOT. */
+int ctl_btrfs_qgroup_limit(int parent_fd, const char *name, int64_t bytes);
 
 /* Remove parent_fd/name: a subvolume (read-only ones included) with
  * BTRFS_IOC_SNAP_DESTROY, anything else as orc_tree_remove_at() does.

@@ -30,9 +30,10 @@ struct ctl_sandbox {
 	char *address;   /* sandboxes.agent_address */
 	char *error;     /* why create() failed: becomes state_message */
 	char *restore;   /* a checkpoint id: start from its state (a fork), or NULL */
+	int64_t disk_bytes;  /* limit of its writable state; 0: none */
 };
 
-#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL, NULL, NULL, NULL }
+#define CTL_SANDBOX_INIT { NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL, NULL, NULL, NULL, 0 }
 void ctl_sandbox_release(struct ctl_sandbox *sb);
 
 /* The agent of a running sandbox, for drivers whose checkpoints go

@@ -202,6 +202,7 @@ static int local_init(struct ctl_driver *d)
 		goto done;
 	if ((err = local_checkpoint_backend(l, cfg)) < 0)
 		goto done;
+	local_disk_init(l);
 	if (access(cfg->bwrap_bin, X_OK) < 0) {
 		orc_log(ORC_LOG_ERROR, "bubblewrap not found (apt-get install bubblewrap)",
 			"path", cfg->bwrap_bin, NULL);

@@ -202,6 +202,16 @@ int local_checkpoint_backend(struct local *l, const struct ctl_config *cfg);
  * it holding only its writable state (*restored set). errno on failure. */
 int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl_sandbox *sb);
 
+/* ---- local_disk.c ----------------------------------------------------- */
+
+/* Turn on what enforces disk limits on the state dir (btrfs quotas) and
+ * log whether they are enforced. Call after local_checkpoint_backend(). */
+void local_disk_init(struct local *l);
+/* Limit the new sandbox dir of sb to sb->disk_bytes (btrfs qgroup). 0 when
+ * done or nothing enforces limits here; ORC_ERROR with sb->error when a
+ * limit that should hold could not be set. */
+int local_disk_limit(struct ctl_driver *d, struct ctl_sandbox *sb);
+
 /* ---- local_job.c ----------------------------------------------------- */
 
 /*

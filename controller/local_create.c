@@ -199,6 +199,8 @@ static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 		sb->error = xstrdup("could not prepare the sandbox directory on the host");
 		goto fail;
 	}
+	if ((err = local_disk_limit(d, sb)) < 0)
+		goto fail;
 	dir = xasprintf("%s/%s", d->cfg->state_dir, sb->id);
 	if (imported && (err = image_root(d, sb, dir, &agent_cmd)) < 0)
 		goto fail;

@@ -28,6 +28,7 @@ struct local {
 	int seccomp_fd;             /* the compiled filter (memfd) */
 	int btrfs;                  /* checkpoint backend btrfs: sandbox dirs are subvolumes,
 				     * checkpoints snapshots (checkpoint_local.c) */
+	int disk;                   /* disk limits are enforced (local_disk.c) */
 	struct local_job *jobs;     /* copies and fork launches off the loop (local_job.c) */
 	size_t njobs, ajobs;
 	int wake[2];                /* a helper ended: a byte on wake[0] (ops->jobs_fd) */

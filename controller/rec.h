@@ -48,6 +48,7 @@ struct row {
 	int timeout_s;
 	int64_t ttl_left_s;      /* seconds until the TTL (database clock) */
 	int64_t cpu_millis, memory_bytes;
+	int64_t disk_bytes;     /* 0: no limit */
 	char *forked_from;       /* the checkpoint a fork starts from, or NULL */
 	int pause_desired, paused;
 	int admitted;            /* admitted_at is set: may be launched */

@@ -208,6 +208,7 @@ int rec_launch(struct rec *r, struct rec_launch_batch *b, const struct row *row)
 	sb.tools = row->tools;
 	sb.cpu_millis = row->cpu_millis;
 	sb.memory_bytes = row->memory_bytes;
+	sb.disk_bytes = row->disk_bytes;
 	sb.ttl_left_s = row->ttl_left_s > 0 ? row->ttl_left_s : 1;
 	sb.restore = row->forked_from ? xstrdup(row->forked_from) : NULL;
 	t0 = orc_mono_ms();

@@ -60,7 +60,8 @@ static const char select_rows[] =
 	"  WHEN state = 'ready' AND last_heartbeat_at IS NOT NULL AND now() >="
 	"   GREATEST(last_heartbeat_at, last_activity_at) + make_interval(secs => $3::int)"
 	"   THEN 'no heartbeat for ' || $3::int || 's'"
-	" END, forked_from, pause_desired, paused, tools, admitted_at IS NOT NULL"
+	" END, forked_from, pause_desired, paused, tools, admitted_at IS NOT NULL,"
+	" COALESCE(disk_bytes, 0)"
 	" FROM sandboxes"
 	" WHERE state IN ('pending', 'ready', 'deleting') AND driver = $1";
 
@@ -241,6 +242,7 @@ static int fetch_rows(struct row **out, size_t *nout, struct rec *r, int full)
 		rows[i].paused = !strcmp(PQgetvalue(res, (int)i, 14), "t");
 		rows[i].tools = !strcmp(PQgetvalue(res, (int)i, 15), "t");
 		rows[i].admitted = !strcmp(PQgetvalue(res, (int)i, 16), "t");
+		rows[i].disk_bytes = orc_parse_i64(&v, PQgetvalue(res, (int)i, 17), 0, INT64_MAX) == 0 ? v : 0;
 	}
 	*out = rows;
 	*nout = n;

@@ -8,15 +8,18 @@
  * permission error and carry on): kernel modules, kexec, bpf,
  * perf_event_open, userfaultfd, the keyring, every mount API, namespaces
  * (unshare, setns), reboot, swap, accounting, the clock, raw I/O ports,
- * lookup_dcookie, open_by_handle_at, and personality() other than the
- * default and the query. Any syscall of another ABI (32-bit x86 via
+ * lookup_dcookie, open_by_handle_at, personality() other than the
+ * default and the query, and the btrfs ioctls that make a subvolume or a
+ * snapshot (a new subvolume has a qgroup of its own, outside the
+ * sandbox's disk limit: local_disk.c). Any syscall of another ABI (32-bit x86 via
  * int 0x80, x32) kills the process. See docs/controller.md.
  *
  * The filter is the linear list libseccomp emits, and that costs nothing
  * per syscall: since Linux 5.11 the kernel works out at load time which
  * syscall numbers the filter allows whatever their arguments, and lets
  * those through on a bitmap test without running the BPF (every syscall
- * here but personality()). Measured on this 6.x kernel: getppid() costs
+ * here but personality() and ioctl(), whose rules look at an argument).
+ * Measured on this 6.x kernel: getppid() costs
  * the same with and without the filter; only an argument-dependent rule
  * on it made it walk the list (+0.1 us). A reordered or binary-tree
  * layout would buy nothing (bench/results/agentexec-2026-12-03c.md).
@@ -25,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/btrfs.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,6 +76,23 @@ static int deny_personality(scmp_filter_ctx ctx)
 	return err;
 }
 
+/* The kernel reads an ioctl's request as 32 bits: compare only those, so
+ * high bits set by the caller do not slip past. */
+static int deny_subvolume_ioctls(scmp_filter_ctx ctx)
+{
+	static const unsigned long reqs[] = {
+		BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SUBVOL_CREATE_V2,
+		BTRFS_IOC_SNAP_CREATE, BTRFS_IOC_SNAP_CREATE_V2,
+	};
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < sizeof(reqs) / sizeof(*reqs) && err == 0; i++)
+		err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, reqs[i]));
+	return err;
+}
+
 int ctl_seccomp_build(int *out)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -95,7 +116,7 @@ int ctl_seccomp_build(int *out)
 			goto fail;
 		}
 	}
-	if ((e = deny_personality(ctx)) < 0)
+	if ((e = deny_personality(ctx)) < 0 || (e = deny_subvolume_ioctls(ctx)) < 0)
 		goto fail;
 	if ((fd = memfd_create("orchard-seccomp", MFD_CLOEXEC)) < 0) {
 		e = -errno;
