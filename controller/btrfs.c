@@ -89,13 +89,32 @@ int ctl_btrfs_snapshot(int src_parent_fd, const char *src, int dst_parent_fd, co
 	return rc < 0 ? ORC_ERROR : 0;
 }
 
-int ctl_btrfs_quota_enable(int fd)
+/* linux/btrfs.h of Linux 6.7 and later; Debian 12's headers predate it. */
+#ifndef BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA
+#define BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA 4
+#endif
+
+static int quota_ctl(int fd, uint64_t cmd)
 {
 	struct btrfs_ioctl_quota_ctl_args args;
 
 	memset(&args, 0, sizeof(args));
-	args.cmd = BTRFS_QUOTA_CTL_ENABLE;
+	args.cmd = cmd;
 	return ioctl(fd, BTRFS_IOC_QUOTA_CTL, &args) < 0 ? ORC_ERROR : 0;
+}
+
+int ctl_btrfs_quota_enable(const char **mode_out, int fd)
+{
+	if (quota_ctl(fd, BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA) == 0) {
+		*mode_out = "simple";
+		return 0;
+	}
+	if (errno != EINVAL && errno != EOPNOTSUPP)
+		return ORC_ERROR;
+	if (quota_ctl(fd, BTRFS_QUOTA_CTL_ENABLE) < 0)
+		return ORC_ERROR;
+	*mode_out = "full";
+	return 0;
 }
 
 int ctl_btrfs_qgroup_limit(int parent_fd, const char *name, int64_t bytes)

@@ -23,14 +23,18 @@ int ctl_btrfs_subvol_create(int parent_fd, const char *name);
 int ctl_btrfs_snapshot(int src_parent_fd, const char *src, int dst_parent_fd, const char *dst,
 		       int readonly);
 
-/* Turn quota groups on for the filesystem of fd (once; again is harmless).
- * Every subvolume created after has its qgroup 0/<id>. Needs
- * CAP_SYS_ADMIN. */
-int ctl_btrfs_quota_enable(int fd);
+/* Turn quota groups on for the filesystem of fd (once; again is harmless):
+ * simple quotas (Linux 6.7+: a block counts for the subvolume that wrote
+ * it, cheap at commit) where the kernel has them, else full qgroups.
+ * *mode_out: "simple" or "full" (when quotas were on already, the mode
+ * they are in may be the other). Every subvolume created after has its
+ * qgroup 0/<id>. Needs CAP_SYS_ADMIN. */
+int ctl_btrfs_quota_enable(const char **mode_out, int fd);
 
-/* Limit what the subvolume parent_fd/name refers to (its qgroup's
- * max_rfer: blocks it shares with a snapshot count too) to bytes; its
- * writers then get EDQUOT. */
+/* Limit the qgroup of subvolume parent_fd/name to bytes (max_rfer: under
+ * full qgroups what it refers to, blocks shared with snapshots included;
+ * under simple quotas what it wrote itself); its writers then get
+ * EDQUOT. */
 int ctl_btrfs_qgroup_limit(int parent_fd, const char *name, int64_t bytes);
 
 /* Remove parent_fd/name: a subvolume (read-only ones included) with

@@ -5,7 +5,9 @@
  * is a subvolume, and its qgroup's max_rfer is the sandbox's disk_bytes,
  * so a write past it fails with EDQUOT inside the sandbox and no other
  * sandbox is touched. A fork's dir is a snapshot, a subvolume of its own,
- * and gets its row's limit the same way. Elsewhere (ext4, the copy
+ * and gets its row's limit the same way. Simple quotas where the kernel
+ * has them: full qgroups re-account shared blocks at every commit, which
+ * grows with the number of snapshots (every_step checkpoints). Elsewhere (ext4, the copy
  * backend) nothing enforces it: the start-up log says so and the limit is
  * only recorded.
  */
@@ -23,18 +25,20 @@
 
 void local_disk_init(struct local *l)
 {
+	const char *mode = NULL;
+
 	if (!l->btrfs) {
 		orc_log(ORC_LOG_WARN, "disk limits are not enforced: they need the btrfs checkpoint "
 			"backend (a state dir on btrfs)", "enforced", "disk=off", NULL);
 		return;
 	}
-	if (ctl_btrfs_quota_enable(l->state_fd) < 0) {
+	if (ctl_btrfs_quota_enable(&mode, l->state_fd) < 0) {
 		orc_log(ORC_LOG_ERROR, "disk limits are not enforced: turning btrfs quotas on failed",
 			"enforced", "disk=off", "error", strerror(errno), NULL);
 		return;
 	}
 	l->disk = 1;
-	orc_log(ORC_LOG_INFO, "disk limits", "enforced", "disk=btrfs-qgroup", NULL);
+	orc_log(ORC_LOG_INFO, "disk limits", "enforced", "disk=btrfs-qgroup", "quotas", mode, NULL);
 }
 
 int local_disk_limit(struct ctl_driver *d, struct ctl_sandbox *sb)

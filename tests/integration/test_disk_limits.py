@@ -166,3 +166,11 @@ def test_a_sandbox_cannot_make_a_subvolume_outside_its_limit(stack, admin):
     assert not [p for p in btrfs_loop.subvolumes(mnt) if p.startswith(sid + "/")]
     assert_fill_fails(stack, admin, sid)
     assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid)).status_code == 200
+
+
+def test_the_controller_says_disk_limits_are_enforced(stack):
+    import json
+    with open(os.path.join(stack.var, "log", "controller.log")) as f:
+        lines = [json.loads(line) for line in f if '"disk limits' in line]
+    assert lines and lines[-1]["enforced"] == "disk=btrfs-qgroup", lines
+    assert lines[-1]["quotas"] in ("simple", "full"), lines
