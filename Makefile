@@ -154,6 +154,10 @@ soak: ## a 10-minute mixed load on a local stack: RSS and fd growth (tests/soak)
 	@$(MAKE) --no-print-directory all
 	@$(PYTHON) tests/soak/soak.py --seconds $(SOAK_SECONDS)
 
+deploy-test: ## build the images with podman, run docker-compose.yml, smoke it (docs/deploy.md)
+	@scripts/deps.sh
+	@scripts/deploy-test.sh
+
 up: ## start the whole local stack in the background (var/)
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all
@@ -180,5 +184,5 @@ clean: ## remove build products (keeps var/)
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/^([a-z-]+):.*## /  \1\t/' | expand -t 14
 
-.PHONY: all tools deps unit test test-san valgrind soak up run down bench clean help
+.PHONY: all tools deps unit test test-san valgrind soak deploy-test up run down bench clean help
 -include $(ALL_OBJ:.o=.d)

@@ -31,6 +31,9 @@ PACKAGES=(
 	valgrind
 	linux-perf  # profiles of the stack (bench/README.md)
 	fish  # parses the generated fish completion (tests/integration/test_cli.py)
+	# make deploy-test: the images and the compose stack under podman (docs/deploy.md)
+	podman podman-compose buildah runc mmdebstrap netavark aardvark-dns catatonit uidmap
+	fuse-overlayfs iptables
 )
 
 check_only=0

@@ -33,7 +33,7 @@
 #define MIGRATE_LOCK "SELECT pg_advisory_xact_lock(1869767528, 1835624306)"
 
 const char migrate_usage[] =
-	"usage: orchard-admin migrate [--dir DIR]\n"
+	"usage: orchard-admin migrate [--dir DIR] [--wait SECONDS]\n"
 	"\n"
 	"Apply every DIR/NNN_name.sql not yet recorded in schema_migrations, in\n"
 	"numeric order, each in its own transaction. Safe to run again (it then\n"
@@ -41,6 +41,9 @@ const char migrate_usage[] =
 	"\n"
 	"  --dir DIR   migrations directory (default: ../sql/migrations beside\n"
 	"              the orchard-admin binary, else ./sql/migrations)\n"
+	"  --wait S    retry connecting once a second for up to S seconds\n"
+	"              (0-3600, default 0): a database that is still starting\n"
+	"              (a container started alongside it) is waited for\n"
 	"\n"
 	"Example:\n"
 	"  ORCHARD_DATABASE_URL='host=/tmp/pg dbname=orchard' orchard-admin migrate\n";
@@ -284,15 +287,32 @@ done:
 	return err;
 }
 
+/* admin_connect, retried once a second while the server does not answer,
+ * for up to wait_s seconds. */
+static int connect_waiting(struct admin_ctx *ctx, int64_t wait_s)
+{
+	int64_t deadline = orc_mono_ms() + wait_s * 1000;
+	int err;
+
+	while ((err = admin_connect(ctx)) == ORC_EUNAVAIL && orc_mono_ms() < deadline) {
+		fprintf(stderr, "orchard-admin: waiting for the database (%llds left)\n",
+			(long long)(deadline - orc_mono_ms() + 999) / 1000);
+		sleep(1);
+	}
+	return err;
+}
+
 int cmd_migrate(struct admin_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "dir", required_argument, NULL, 'd' },
+		{ "wait", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct migration *m = NULL;
 	size_t n = 0, i, napplied = 0;
 	char *dir = NULL;
+	int64_t wait_s = 0;
 	int opt, applied, rc = ADMIN_FAIL;
 
 	optind = 0;
@@ -301,6 +321,13 @@ int cmd_migrate(struct admin_ctx *ctx, int argc, char **argv)
 		case 'd':
 			free(dir);
 			dir = xstrdup(optarg);
+			break;
+		case 'w':
+			if (orc_parse_i64(&wait_s, optarg, 0, 3600) < 0) {
+				rc = admin_usage_error(migrate_usage, "migrate: --wait takes 0-3600 "
+						       "seconds, not \"%s\"", optarg);
+				goto done;
+			}
 			break;
 		default:
 			rc = admin_bad_option(migrate_usage);
@@ -319,7 +346,7 @@ int cmd_migrate(struct admin_ctx *ctx, int argc, char **argv)
 		admin_error("no NNN_name.sql files in \"%s\"", dir);
 		goto done;
 	}
-	if (admin_connect(ctx) < 0 || ensure_table(ctx) < 0)
+	if (connect_waiting(ctx, wait_s) < 0 || ensure_table(ctx) < 0)
 		goto done;
 	for (i = 0; i < n; i++) {
 		if (migration_apply(&applied, ctx, dir, &m[i]) < 0)

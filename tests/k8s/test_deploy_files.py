@@ -115,11 +115,11 @@ def test_dockerfile_bundles_the_agent_with_the_one_script():
 def test_dockerfile_stages_and_copy_sources_exist():
     seen = []
     targets = set(stages(DOCKERFILE))
-    assert {"build", "api", "nginx", "controller", "agent"} <= targets
+    assert {"build", "api", "nginx", "controller", "agent", "postgres"} <= targets
     for instr, args in dockerfile_instructions(DOCKERFILE):
         if instr == "FROM":
             base = args.split()[0]
-            assert base == "${DEBIAN_IMAGE}" or base in seen, "FROM %s" % base
+            assert base == "${BASE_IMAGE}" or base in seen, "FROM %s" % base
             seen.append(args.split()[-1])
         if instr == "COPY":
             words = shlex.split(args)
@@ -142,7 +142,7 @@ def test_dockerfile_runtime_images_are_not_root():
             current = args.split()[-1]
         if instr == "USER":
             users[current] = args
-    for target in ("api", "nginx", "controller", "agent"):
+    for target in ("api", "nginx", "controller", "agent", "postgres"):
         assert target in users and not users[target].startswith("0"), target
 
 
@@ -182,6 +182,24 @@ def test_compose_file_structure_and_references():
     for svc in ("api", "nginx", "controller"):
         assert any(v.startswith("sandboxes:/var/lib/orchard/sandboxes")
                    for v in services[svc]["volumes"]), svc
+
+
+def test_compose_needs_no_registry_and_no_healthcheck_ordering():
+    # podman-compose 1.0.3 ignores depends_on conditions: migrate must wait
+    # for PostgreSQL itself; PostgreSQL is built here, not pulled.
+    with open(os.path.join(REPO, "docker-compose.yml")) as f:
+        services = yaml.safe_load(f)["services"]
+    assert services["postgres"]["build"]["target"] == "postgres"
+    entry = services["migrate"]["entrypoint"]
+    assert entry[1:3] == ["migrate", "--wait"] and 0 < int(entry[3]) <= 3600, entry
+    for name in ("api", "controller", "nginx", "postgres"):
+        assert services[name]["restart"] == "unless-stopped", name
+    script = os.path.join(REPO, "docker", "postgres-entrypoint.sh")
+    assert os.access(script, os.X_OK)
+    subprocess.run(["sh", "-n", script], check=True)
+    with open(os.path.join(REPO, ".dockerignore")) as f:
+        ignored = f.read().split()
+    assert {"bin", "bin-san", "build", "build-san", ".git"} <= set(ignored)
 
 
 # ---- the agent bundle -------------------------------------------------------
