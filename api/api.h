@@ -428,6 +428,12 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id,
 		     const char *job_id, int64_t seq, const char *request_id, int sync,
 		     int serial);
 /*
+ * Give a job claimed when it was accepted (claimed: that statement's answer,
+ * in claim()'s layout) to the workers to run; on success they own claimed.
+ */
+int api_lane_hand_over(const char *sandbox_id, const char *job_id, int64_t seq,
+		       const char *request_id, PGresult *claimed);
+/*
  * Run a sync entry on this thread when its turn comes (its output streamed
  * to sink, if not NULL). 1: it ran or never will (e is freed); 0: its turn
  * had not come by deadline_ms, and the workers run it instead (e is theirs).

@@ -311,8 +311,9 @@ static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGcon
 
 /*
  * insert_job under exec limits (exec_limit.c), in the tenant's exec lock:
- * claimed at once (wait: true) only when a slot is free and nothing of the
- * tenant waits ahead of it, else queued. ORC_EQUOTA (msg names the bound)
+ * claimed at once only when a slot is free and nothing of the tenant waits
+ * ahead of it (wait: false too, for a worker to run: a job that was free to
+ * start never counts as queued against the bounds), else queued. ORC_EQUOTA (msg names the bound)
  * when it would wait and a queue bound is reached: nothing is written.
  */
 static int insert_limited(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
@@ -324,8 +325,7 @@ static int insert_limited(PGresult **claimed_out, int64_t *seq_out, PGconn *db, 
 	if ((err = api_exec_limit_lock(db, r->tenant_id)) < 0)
 		return err;
 	if ((err = api_exec_limit_admit(&run_now, db, r->tenant_id, r->id, msg, msglen)) < 0 ||
-	    (err = insert_job(&claimed, seq_out, db, r, x, job_id, x->wait && run_now, 1, msg,
-			      msglen)) < 0 ||
+	    (err = insert_job(&claimed, seq_out, db, r, x, job_id, run_now, 1, msg, msglen)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
 		PQclear(claimed);
@@ -533,6 +533,15 @@ int api_exec_post(struct api_req *r)
 		api_job_abandon(job_id, "the server is overloaded; the job was not started");
 		err = api_reply_error(r, err, "too many jobs queued; retry later");
 		goto done;
+	}
+	if (!x.wait && claimed) {
+		/* claimed under exec limits: a worker runs it; with no room in
+		 * this process's queue, this thread (it is running already) */
+		if (api_lane_hand_over(r->id, job_id, seq, r->request_id, claimed) == 0)
+			claimed = NULL;
+		else
+			api_job_run_claimed(NULL, claimed, job_id, r->request_id[0] ? r->request_id : NULL,
+					    NULL);
 	}
 	if (!x.wait) {
 		err = reply_queued(r, job_id, "queued");

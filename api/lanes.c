@@ -63,6 +63,7 @@ struct api_lane_entry {
 	int sync;                         /* the request thread tries it */
 	int turn;                         /* sync: a try is due */
 	int parked;                       /* counted in L.parked */
+	PGresult *claimed;                /* claimed when accepted: run it, no claim */
 	pthread_cond_t cond;
 };
 
@@ -240,6 +241,7 @@ static void sweep_if_due(void)
 
 static void entry_free(struct api_lane_entry *e)
 {
+	PQclear(e->claimed);
 	pthread_cond_destroy(&e->cond);
 	free(e);
 }
@@ -249,8 +251,8 @@ static void lane_key(char out[KEY_MAX + 1], char kind, const char *id)
 	snprintf(out, KEY_MAX + 1, "%c:%s", kind, id);
 }
 
-int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const char *job_id,
-		     int64_t seq, const char *request_id, int sync, int serial)
+static int enqueue(struct api_lane_entry **out, const char *sandbox_id, const char *job_id,
+		   int64_t seq, const char *request_id, int sync, int serial, PGresult *claimed)
 {
 	struct api_lane_entry *e, **p;
 	struct lane *l;
@@ -270,6 +272,7 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const 
 	}
 	e->seq = seq;
 	e->sync = sync;
+	e->claimed = claimed;
 	cond_init_mono(&e->cond);
 	if (serial)
 		lane_key(key, 's', sandbox_id);
@@ -290,12 +293,30 @@ int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const 
 	return 0;
 }
 
+int api_lane_enqueue(struct api_lane_entry **out, const char *sandbox_id, const char *job_id,
+		     int64_t seq, const char *request_id, int sync, int serial)
+{
+	return enqueue(out, sandbox_id, job_id, seq, request_id, sync, serial, NULL);
+}
+
+int api_lane_hand_over(const char *sandbox_id, const char *job_id, int64_t seq,
+		       const char *request_id, PGresult *claimed)
+{
+	struct api_lane_entry *e;
+
+	return enqueue(&e, sandbox_id, job_id, seq, request_id, 0, 0, claimed);
+}
+
 static int try_run(PGresult **out, struct api_lane_entry *e, const struct api_job_sink *sink)
 {
 	const char *rid = e->request_id[0] ? e->request_id : NULL;
 
 	/* A worker thread speaks for the request that accepted the job. */
 	orc_log_context_set(rid, e->has_trace ? &e->trace : NULL);
+	if (e->claimed) {
+		api_job_run_claimed(out, e->claimed, e->job_id, rid, sink);
+		return 0;   /* it ran: done, whatever storing its result said */
+	}
 	return sink ? api_job_run_stream(out, e->job_id, rid, sink) : api_job_run(out, e->job_id, rid);
 }
 

@@ -127,6 +127,19 @@ def test_a_full_queue_is_429_naming_the_bound_and_writes_nothing(stack):
     s.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
 
 
+def test_execs_free_to_start_never_count_as_queued(stack):
+    """With no queue at all, a burst of wait: false execs up to the limit is
+    accepted (each claimed as it is accepted), and only the next is 429."""
+    _, s, _ = tenant(stack, max_execs_per_sandbox=2, max_queued_execs_per_sandbox=0)
+    sid = new_sandbox(stack, s)
+    jobs = [exec_async(stack, s, sid, "sleep 3") for _ in range(2)]
+    r = s.post("%s/v1/sandboxes/%s/exec" % (stack.url, sid), json={"command": "true"})
+    assert r.status_code == 429 and "max_queued_execs_per_sandbox" in r.json()["detail"], r.text
+    assert [wait_done(stack, s, j)["status"] for j in jobs] == ["succeeded"] * 2
+    assert most_at_once(stack, jobs) == 2
+    s.delete("%s/v1/sandboxes/%s" % (stack.url, sid))
+
+
 def test_a_full_tenant_queue_is_429_naming_max_queued_execs(stack):
     _, s, _ = tenant(stack, max_execs=1, max_queued_execs=1)
     a, b = new_sandbox(stack, s), new_sandbox(stack, s)
