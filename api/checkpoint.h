@@ -56,9 +56,13 @@ int api_step_mode_parse(const char **out, json_object *body, const char *field, 
 /* Inside the create's transaction: store p (retention defaults applied). */
 int api_step_policy_store(PGconn *db, const char *sandbox_id, int64_t tenant_id,
 			  const struct api_step_policy *p);
-/* Before a step reaches the agent: wait for the sandbox's pending step
- * checkpoint (bounded), so it holds the state of the step before. */
+/* Before a step reaches the agent: wait until the sandbox's pending step
+ * checkpoints are captured (bounded), so they hold the state of the steps
+ * before. */
 void api_step_barrier(struct api_req *r, const char *sandbox_id);
+/* NOTIFY orchard_checkpoint_taken: checkpoint id's state is captured for
+ * good (its row may still be pending); wakes the barriers waiting on it. */
+void api_step_taken(const char *id);
 int api_sandbox_patch(struct api_req *r);
 int api_sandbox_evaluate(struct api_req *r);    /* evaluate.c */
 

@@ -10,7 +10,10 @@
  * row. Waits are bounded and also re-check every few seconds, so a lost
  * notification (the listener reconnecting) costs latency, never a hang. When
  * the listener (re)connects, the epoch moves, every waiter re-reads and
- * every lane tries its next job again.
+ * every lane tries its next job again. One payload is kept:
+ * orchard_checkpoint_taken names a checkpoint whose state the controller has
+ * captured (step_policy.c's barrier); losing one only means waiting for
+ * the row.
  */
 #include <errno.h>
 #include <poll.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "checkpoint.h"
 #include "err.h"
 #include "log.h"
 #include "strutil.h"
@@ -45,7 +49,7 @@ static struct {
 
 static const char *const channels[] = {
 	"orchard_sandbox", "orchard_job", "orchard_key", "orchard_lane", "orchard_checkpoint",
-	"orchard_job_output",
+	"orchard_job_output", "orchard_checkpoint_taken",
 };
 
 static unsigned bucket_of(const char *id)
@@ -152,6 +156,8 @@ static void handle(PGnotify *n)
 		api_notify_local(API_CHAN_JOB_OUTPUT, n->extra);
 	} else if (!strcmp(n->relname, "orchard_checkpoint")) {
 		api_notify_local(API_CHAN_CHECKPOINT, n->extra);
+	} else if (!strcmp(n->relname, "orchard_checkpoint_taken")) {
+		api_step_taken(n->extra);   /* the step barrier's (step_policy.c) */
 	}
 }
 

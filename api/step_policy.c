@@ -11,14 +11,16 @@
  * taken by the controller like any pending checkpoint, so the step answers
  * without waiting for the copy. The copy must still happen before the
  * next step changes the files: api_step_barrier(), called before a step
- * reaches the agent, waits until the sandbox has no pending step
- * checkpoint. The copy cost thus lands on the next step, and only when the
- * client is faster than the copy.
+ * reaches the agent, waits until the sandbox's pending step checkpoints
+ * are captured: ready, or (btrfs) announced as snapshotted by the
+ * controller before it counts their bytes. The copy cost thus lands on the
+ * next step, and only when the client is faster than the copy.
  *
  * Retention defaults (applied on create and PATCH when not given):
  *   ORCHARD_STEP_CHECKPOINT_KEEP         step checkpoints kept per sandbox (100)
  *   ORCHARD_STEP_CHECKPOINT_TTL_SECONDS  their lifetime; 0: until deleted (0)
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,24 +161,92 @@ int api_sandbox_patch(struct api_req *r)
 	return api_reply_json(r, 200, o);
 }
 
+/*
+ * Checkpoints whose state the controller has captured for good (NOTIFY
+ * orchard_checkpoint_taken: a btrfs snapshot, controller/rec_checkpoint.c)
+ * while their row may still be pending (bytes being counted): the last
+ * TAKEN_RING of them. The barrier lets the next step go as soon as its
+ * sandbox's pending step checkpoints are all in here; an id that fell out
+ * (or a wake-up lost to a listener reconnect) only means waiting for the
+ * row to be ready, as without it.
+ */
+#define TAKEN_RING 256
+
+static struct {
+	pthread_mutex_t lock;
+	char id[TAKEN_RING][64];
+	unsigned next;
+} taken = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void api_step_taken(const char *id)
+{
+	if (!id || !orc_is_dns_label(id))
+		return;
+	pthread_mutex_lock(&taken.lock);
+	snprintf(taken.id[taken.next++ % TAKEN_RING], sizeof(taken.id[0]), "%s", id);
+	pthread_mutex_unlock(&taken.lock);
+	api_notify_local(API_CHAN_CHECKPOINT, id);
+}
+
+static int was_taken(const char *id)
+{
+	int yes = 0;
+
+	pthread_mutex_lock(&taken.lock);
+	for (size_t i = 0; i < TAKEN_RING && !yes; i++)
+		yes = !strcmp(taken.id[i], id);
+	pthread_mutex_unlock(&taken.lock);
+	return yes;
+}
+
+/* The first of the comma-separated ids that was not taken, into out; 0
+ * when all were. */
+static int first_untaken(char *out, size_t outlen, const char *ids)
+{
+	const char *end;
+
+	for (; *ids; ids = *end ? end + 1 : end) {
+		end = strchr(ids, ',');
+		if (!end)
+			end = ids + strlen(ids);
+		snprintf(out, outlen, "%.*s", (int)(end - ids), ids);
+		if (!was_taken(out))
+			return 1;
+	}
+	return 0;
+}
+
 void api_step_barrier(struct api_req *r, const char *sandbox_id)
 {
-	char tenant[24];
+	char tenant[24], id[64], armed[64] = "";
 	const char *params[2] = { sandbox_id, tenant };
 	int64_t deadline = orc_mono_ms() + BARRIER_WAIT_S * 1000;
-	PGresult *res = NULL, *done = NULL;
+	struct api_waiter w;
+	PGresult *res = NULL;
+	int wait;
 
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	while (orc_mono_ms() < deadline) {
-		if (orc_pg_pool_query_one(&res, &api_server.db, "SELECT id FROM checkpoints"
+		if (orc_pg_pool_query_one(&res, &api_server.db, "SELECT string_agg(id, ','"
+					  " ORDER BY created_at) FROM checkpoints"
 					  " WHERE sandbox_id = $1 AND tenant_id = $2::bigint"
-					  " AND state = 'pending' AND kind = 'step'"
-					  " ORDER BY created_at DESC LIMIT 1", 2, params) < 0)
-			return;   /* none pending (ORC_ENOTFOUND), or the step will find out */
-		if (api_checkpoint_wait(&done, r->tenant_id, PQgetvalue(res, 0, 0), deadline) == 0)
-			PQclear(done);
+					  " AND state = 'pending' AND kind = 'step'", 2, params) < 0)
+			return;   /* the step will find out */
+		/* Wait for the first one not captured yet: woken when it is,
+		 * or when its row changes. */
+		wait = !PQgetisnull(res, 0, 0) &&
+		       first_untaken(id, sizeof(id), PQgetvalue(res, 0, 0));
 		PQclear(res);
 		res = NULL;
+		if (!wait)
+			return;
+		if (strcmp(armed, id)) {
+			/* armed before it is looked at again: no lost wake-up */
+			api_waiter_init(&w, API_CHAN_CHECKPOINT, id);
+			snprintf(armed, sizeof(armed), "%s", id);
+			continue;
+		}
+		api_waiter_wait(&w, deadline);
 	}
 	orc_log(ORC_LOG_WARN, "a step checkpoint is still pending; the step goes ahead",
 		"sandbox_id", sandbox_id, "request_id", r->request_id, NULL);

@@ -663,6 +663,26 @@ int ctl_cgroup_frozen(const struct ctl_cgroups *cg, const char *name)
 	return r > 0;
 }
 
+int ctl_cgroup_nprocs(const struct ctl_cgroups *cg, const char *name, int limit)
+{
+	char *p, buf[256];
+	int n, count = 0;
+
+	if (!cg->c[CTL_CG_FREEZER].version)
+		return ORC_EUNAVAIL;
+	p = xasprintf("%s/%s/cgroup.procs", cg->c[CTL_CG_FREEZER].base, name);
+	n = read_text(buf, sizeof(buf), p);
+	free(p);
+	if (n < 0)
+		return ORC_EUNAVAIL;
+	/* A full buffer holds more pids than any limit we ask about. */
+	if ((size_t)n >= sizeof(buf) - 1)
+		return limit + 1;
+	for (p = buf; *p && count <= limit; p++)
+		count += *p == '\n';
+	return count;
+}
+
 int ctl_cgroup_remove(const char *dir, const char *name, int64_t timeout_ms)
 {
 	int64_t deadline = orc_mono_ms() + timeout_ms;

@@ -21,7 +21,9 @@
  *
  * The btrfs backend (ORCHARD_CHECKPOINT_BACKEND=btrfs, or auto on btrfs):
  * each sandbox dir is a subvolume, a checkpoint is a read-only snapshot of
- * it made under the freezer (atomic, so no .partial), and a fork's dir is a
+ * it made under the freezer unless nothing but the agent runs (atomic, so
+ * no .partial; CTL_CHECKPOINT_TAKEN, then the next call finishes it, as it
+ * adopts a snapshot a killed controller left), and a fork's dir is a
  * writable snapshot of the checkpoint from which everything but the parts
  * above is removed before the sandbox is prepared. Blocks are shared until
  * written; the snapshot also holds the old run/ and agent.log, which no
@@ -59,6 +61,9 @@
 #define CP_BIN "/bin/cp"
 /* In a sandbox's dir: it was frozen by a checkpoint, not by a pause. */
 #define FROZEN_MARK "checkpoint-frozen"
+/* A sandbox at rest: orchard-watchdog, bwrap and the agent (bwrap
+ * --as-pid-1: controller/bwrap.c). Anything more is a command's. */
+#define IDLE_PROCS 3
 
 static const char *const cp_args[] = { "cp", "-a", "--reflink=auto", "--" };
 
@@ -273,16 +278,32 @@ int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl
 	return 0;
 }
 
-/* Freeze sandbox id for a copy unless it is paused (frozen by a pause).
- * FROZEN_MARK in its dir says the freeze is ours, so the next controller
- * thaws a sandbox that one killed mid-copy left frozen. */
-static int freeze_for_copy(int *froze_out, char **why, struct local *l, const char *id)
+/*
+ * 1 when nothing runs in sandbox id but its launch chain (IDLE_PROCS), so
+ * an atomic snapshot needs no freeze: nothing is mid-write. Between steps
+ * that is the rule (the step's command ended, the api's step barrier holds
+ * the next); a process a command left running makes it 0.
+ */
+static int idle(struct local *l, const char *id)
+{
+	int n = ctl_cgroup_nprocs(&l->cg, id, IDLE_PROCS);
+
+	return n >= 0 && n <= IDLE_PROCS;
+}
+
+/* Freeze sandbox id for a copy unless it is paused (frozen by a pause),
+ * or, for a snapshot (snap), idle. FROZEN_MARK in its dir says the freeze
+ * is ours, so the next controller thaws a sandbox that one killed mid-copy
+ * left frozen. */
+static int freeze_for_copy(int *froze_out, char **why, struct local *l, const char *id, int snap)
 {
 	char *mark = xasprintf("%s/" FROZEN_MARK, id);
 	int ours = exists_at(l->state_fd, mark), err = 0, fd;
 
 	*froze_out = 0;
 	if (ctl_cgroup_frozen(&l->cg, id) && !ours)
+		goto done;
+	if (snap && !ours && idle(l, id))
 		goto done;
 	if ((fd = openat(l->state_fd, mark, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) >= 0)
 		close(fd);
@@ -419,6 +440,12 @@ static int start(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, 
 	size_t i, n = 0;
 
 	memset(argvs, 0, sizeof(argvs));
+	/* Snapshotted already (CTL_CHECKPOINT_TAKEN, or by a controller that
+	 * died before the row said so): a snapshot is whole once it exists. */
+	if (snap && ctl_btrfs_is_subvol(cfd, ckpt)) {
+		err = finish(bytes_out, why, d, cfd, ckpt, 1);
+		goto done;
+	}
 	/* Leftovers of an attempt that crashed. */
 	if (ctl_btrfs_remove(cfd, pname) < 0 || ctl_btrfs_remove(cfd, ckpt) < 0) {
 		*why = xstrdup("cannot remove an earlier attempt's partial copy");
@@ -430,7 +457,7 @@ static int start(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, 
 		err = ORC_ERROR;
 		goto done;
 	}
-	if ((err = freeze_for_copy(&froze, why, l, id)) < 0)
+	if ((err = freeze_for_copy(&froze, why, l, id, snap)) < 0)
 		goto fail;
 	if (snap) {
 		char ms[24];
@@ -441,9 +468,9 @@ static int start(int64_t *bytes_out, char **why, struct ctl_driver *d, int cfd, 
 		thaw_after_copy(l, id, froze);
 		snprintf(ms, sizeof(ms), "%lld", (long long)(orc_mono_ms() - t0));
 		orc_log(ORC_LOG_DEBUG, "checkpoint snapshot taken", "checkpoint_id", ckpt,
-			"snapshot_ms", ms, NULL);
+			"snapshot_ms", ms, ORC_LOG_BOOL("frozen", froze), NULL);
 		if (err == 0)
-			err = finish(bytes_out, why, d, cfd, ckpt, 1);
+			err = CTL_CHECKPOINT_TAKEN;   /* finished on the next call */
 		goto done;
 	}
 	sbdir = xasprintf("%s/%s", d->cfg->state_dir, id);

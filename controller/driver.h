@@ -48,6 +48,9 @@ struct ctl_agent_ref {
 #define CTL_CHECKPOINT_RUNNING 1
 /* checkpoint()'s *bytes_out: not counted yet (ops->checkpoint_bytes). */
 #define CTL_BYTES_UNCOUNTED (-1)
+/* checkpoint(): the state is captured (an atomic snapshot, durable), the
+ * sandbox may change from now on; ask again at once to finish it. */
+#define CTL_CHECKPOINT_TAKEN 2
 /* create(): launching off the loop (or queued for it); ask again later
  * with the same sb, after jobs_fd() became readable. */
 #define CTL_CREATE_RUNNING 1
@@ -150,8 +153,9 @@ struct ctl_driver_ops {
 	 * processes frozen for the copy), and sets *bytes_out; on failure
 	 * nothing of ckpt is left and *why says why. It may instead answer
 	 * CTL_CHECKPOINT_RUNNING: the copy goes on off the loop, call again
-	 * (same arguments) for the result. *bytes_out may be
-	 * CTL_BYTES_UNCOUNTED: the checkpoint is complete, its size is
+	 * (same arguments) for the result; or CTL_CHECKPOINT_TAKEN: the
+	 * state is captured for good, call again to finish. *bytes_out may
+	 * be CTL_BYTES_UNCOUNTED: the checkpoint is complete, its size is
 	 * asked of checkpoint_bytes(). create() starts from a checkpoint
 	 * when sb->restore names one.
 	 */

@@ -65,8 +65,10 @@ struct rec {
 	int overflow;            /* too many notifications: full sweep */
 	int64_t next_sweep_ms;
 	int64_t next_prune_ms;   /* retention (lib/prune.h), leader only */
-	int ckpt_notified;       /* orchard_checkpoint came, or a copy runs: run the
+	int ckpt_notified;       /* a copy runs, or too many ids below: run the
 				  * checkpoint pass (within CKPT_POLL_MS) */
+	struct ctl_strv ckpt_ids; /* orchard_checkpoint payloads: a pass over just
+				  * these rows at once (a step's checkpoint) */
 	struct ctl_capacity cap; /* the driver's, refreshed every sweep (have_cap) */
 	int have_cap;
 	int cap_unknown;         /* the driver cannot tell yet (ORC_EUNAVAIL): admit all */

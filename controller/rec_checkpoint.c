@@ -8,7 +8,8 @@
  * Crash safety: a checkpoint row is 'ready' only after the driver's copy
  * is complete; a controller killed mid-copy leaves the row 'pending' and a
  * partial copy, which the next pass (of the next leader) takes again from
- * scratch or fails when its sandbox is gone. A fork is a set of pending
+ * scratch or fails when its sandbox is gone; a whole btrfs snapshot under
+ * a pending row is adopted (checkpoint_local.c). A fork is a set of pending
  * sandbox rows, launched like any other; a checkpoint being deleted waits
  * until no fork of it is still pending.
  *
@@ -38,8 +39,9 @@ static const char select_ckpts[] =
 	" EXISTS (SELECT 1 FROM sandboxes f WHERE f.forked_from = c.id AND f.state = 'pending')"
 	" FROM checkpoints c LEFT JOIN sandboxes s ON s.id = c.sandbox_id"
 	" WHERE c.driver = $1 AND (c.state IN ('pending', 'deleting')"
-	"  OR (c.state = 'ready' AND (c.expires_at <= now() OR c.bytes IS NULL)))"
-	" ORDER BY c.created_at, c.id LIMIT 64";
+	"  OR (c.state = 'ready' AND (c.expires_at <= now() OR c.bytes IS NULL)))";
+static const char only_ids[] = " AND c.id = ANY($2::text[])";
+static const char batch[] = " ORDER BY c.created_at, c.id LIMIT 64";
 
 enum { K_ID, K_STATE, K_SANDBOX, K_SB_STATE, K_EXPIRED, K_FORKS_PENDING };
 
@@ -91,6 +93,22 @@ static void count(struct rec *r, const char *id)
 			ORC_LOG_INT("bytes", n), NULL);
 }
 
+/*
+ * The state of checkpoint id is captured for good (CTL_CHECKPOINT_TAKEN):
+ * the api's step barrier may let the sandbox's next step go now, before
+ * the row's update to ready is committed (api/step_policy.c). Only a
+ * wake-up, so its commit need not wait for the disk: a lost one costs the
+ * barrier the wait for 'ready', and a controller that dies before the row
+ * is ready leaves the snapshot, which the next one adopts.
+ */
+static void announce_taken(struct rec *r, const char *id)
+{
+	const char *p[1] = { id };
+
+	rec_db_exec(r, "SELECT set_config('synchronous_commit', 'off', true),"
+		    " pg_notify('orchard_checkpoint_taken', $1)", 1, p);
+}
+
 static void take(struct rec *r, const char *id, const char *sandbox, const char *sb_state)
 {
 	char *why = NULL, bytes[24], *msg;
@@ -109,7 +127,9 @@ static void take(struct rec *r, const char *id, const char *sandbox, const char 
 	} else if (!r->drv->ops->checkpoint) {
 		ckpt_set(r, id, "pending", "failed", "checkpoints are not supported by this driver", NULL);
 		return;
-	} else {
+	} else if ((err = r->drv->ops->checkpoint(r->drv, &n, &why, sandbox, id)) ==
+		   CTL_CHECKPOINT_TAKEN) {
+		announce_taken(r, id);
 		err = r->drv->ops->checkpoint(r->drv, &n, &why, sandbox, id);
 	}
 	if (err == CTL_CHECKPOINT_RUNNING) {
@@ -178,14 +198,42 @@ done:
 	ctl_ids_free(v, n);
 }
 
+/*
+ * The checkpoints to act on: all of them (full, or ckpt_notified: a copy
+ * runs, too many notifications), or just the notified ones, which spares a
+ * step's checkpoint the scan of every other (reconcile.c).
+ */
+static int fetch(struct rec *r, PGresult **out, int full)
+{
+	struct orc_pg_array ids = ORC_PG_ARRAY_INIT;
+	struct orc_buf sql = ORC_BUF_INIT;
+	const char *p[2] = { r->cfg->driver, NULL };
+	int only = !full && !r->ckpt_notified, err;
+	size_t i;
+
+	orc_buf_adds(&sql, select_ckpts);
+	if (only) {
+		for (i = 0; i < r->ckpt_ids.n; i++)
+			orc_pg_array_add(&ids, r->ckpt_ids.v[i]);
+		p[1] = orc_pg_array_cstr(&ids);
+		orc_buf_adds(&sql, only_ids);
+	}
+	orc_buf_adds(&sql, batch);
+	/* Consumed either way: a failed query is caught up by the next sweep. */
+	r->ckpt_notified = 0;
+	ctl_strv_release(&r->ckpt_ids);
+	err = rec_db_query(r, out, orc_buf_cstr(&sql), only ? 2 : 1, p);
+	orc_buf_release(&sql);
+	orc_pg_array_release(&ids);
+	return err;
+}
+
 void rec_checkpoint_pass(struct rec *r, int full)
 {
-	const char *p[1] = { r->cfg->driver };
 	PGresult *res = NULL;
 	int i, n;
 
-	r->ckpt_notified = 0;
-	if (rec_db_query(r, &res, select_ckpts, 1, p) < 0)
+	if (fetch(r, &res, full) < 0)
 		return;
 	n = PQntuples(res);
 	for (i = 0; i < n; i++) {

@@ -144,9 +144,12 @@ void rec_collect_notifies(struct rec *r)
 		return;
 	}
 	while ((n = PQnotifies(r->db)) != NULL) {
-		if (!strcmp(n->relname, "orchard_checkpoint"))
-			r->ckpt_notified = 1;
-		else if (r->notified.n >= MAX_NOTIFIED)
+		if (!strcmp(n->relname, "orchard_checkpoint")) {
+			if (r->ckpt_ids.n >= MAX_NOTIFIED || !n->extra || !orc_is_dns_label(n->extra))
+				r->ckpt_notified = 1;
+			else
+				ctl_strv_push(&r->ckpt_ids, n->extra);
+		} else if (r->notified.n >= MAX_NOTIFIED)
 			r->overflow = 1;
 		else if (n->extra && orc_is_dns_label(n->extra))
 			ctl_strv_push(&r->notified, n->extra);

@@ -281,8 +281,8 @@ int64_t rec_next_wakeup(const struct rec *r)
 	for (i = 0; i < r->nw; i++)
 		if (r->w[i].next_check_ms < t)
 			t = r->w[i].next_check_ms;
-	if (r->notified.n || r->overflow)
-		t = 0;
+	if (r->notified.n || r->overflow || r->ckpt_ids.n)
+		t = 0;   /* notified rows are acted on at once */
 	/* a checkpoint pass is due (a copy runs off the loop: rec_checkpoint.c),
 	 * or launches run off the loop (their timeouts; the wake-up is jobs_fd) */
 	if ((r->ckpt_notified || r->nstarting) && t > orc_mono_ms() + CKPT_POLL_MS)

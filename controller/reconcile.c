@@ -19,7 +19,8 @@
  * sandboxes start at once.
  *
  * A full sweep runs every sweep interval; a NOTIFY orchard_sandbox (payload:
- * the row id) runs a pass over just the notified rows at once.
+ * the row id) runs a pass over just the notified rows at once, and a NOTIFY
+ * orchard_checkpoint a checkpoint pass over just the notified checkpoints.
  */
 #include "reconcile.h"
 
@@ -383,7 +384,7 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		}
 		if (r.db && r.nstarting)
 			rec_launch_poll(&r);
-		if (r.db && r.ckpt_notified)
+		if (r.db && (r.ckpt_notified || r.ckpt_ids.n))
 			rec_checkpoint_pass(&r, 0);
 		if (driver->ops->drain)
 			driver->ops->drain(driver, rec_poke, &r);
@@ -417,6 +418,7 @@ int ctl_reconcile_run(const struct ctl_config *cfg, struct ctl_driver *driver, P
 		rec_waiter_remove(&r, &r.w[i - 1]);
 	free(r.w);
 	ctl_strv_release(&r.notified);
+	ctl_strv_release(&r.ckpt_ids);
 	rec_db_drop(&r);
 	return ctl_stopping && err == 0 ? 0 : err;
 }

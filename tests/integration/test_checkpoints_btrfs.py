@@ -11,6 +11,7 @@ import pytest
 
 import btrfs_loop
 import rollout_helpers
+from test_checkpoint_crash import log_lines
 # Collected again here, against this module's stack.
 from test_checkpoints import (  # noqa: F401
     test_a_checkpoint_outlives_its_sandbox_and_delete_removes_it,
@@ -23,6 +24,10 @@ from test_checkpoints import (  # noqa: F401
     test_what_a_crash_mid_checkpoint_leaves_is_finished_or_removed,
     checkpoint, create, fork, sh, SETUP, LISTING,
 )
+from test_step_checkpoints import (  # noqa: F401
+    test_every_step_checkpoints_hold_each_steps_state_and_retention_expires_them,
+)
+from rollout_helpers import steps
 
 pytestmark = pytest.mark.skipif(btrfs_loop.unavailable() is not None,
                                 reason=str(btrfs_loop.unavailable()))
@@ -30,7 +35,8 @@ pytestmark = pytest.mark.skipif(btrfs_loop.unavailable() is not None,
 
 @pytest.fixture(scope="module")
 def stack():
-    with btrfs_loop.stack_on("btrfs") as s:
+    # debug: the controller's "checkpoint snapshot taken" says whether it froze
+    with btrfs_loop.stack_on("btrfs", env={"ORCHARD_LOG_LEVEL": "debug"}) as s:
         yield s
 
 
@@ -82,6 +88,52 @@ def test_sandboxes_are_subvolumes_checkpoints_readonly_snapshots_and_none_leak(s
             if p.split("/")[-1] in (parent, child, ck["id"]) or p.startswith(child + "/")]
     assert left == [], (left, own)
     assert not os.path.exists(os.path.join(mnt, child))
+
+
+def test_an_idle_sandbox_is_snapshotted_unfrozen_and_a_busy_one_frozen(stack, admin):
+    """Between steps only the launch chain runs (watchdog, bwrap, agent):
+    the atomic snapshot needs no freeze. A process a command left behind
+    may be mid-write, so then the sandbox is frozen for the snapshot (and
+    thawed after)."""
+    sid = create(stack, admin)
+    sh(stack, admin, sid, "echo one > /workspace/f")
+    idle = checkpoint(stack, admin, sid)
+    sh(stack, admin, sid, "(while :; do date > /workspace/busy; sleep 0.01; done)"
+       " >/dev/null 2>&1 </dev/null &")
+    busy = checkpoint(stack, admin, sid)
+    frozen = {j["checkpoint_id"]: j["frozen"] for j in log_lines(stack)
+              if j.get("msg") == "checkpoint snapshot taken"}
+    assert frozen[idle["id"]] is False
+    assert frozen[busy["id"]] is True
+    # thawed again: the writer goes on, and the sandbox answers
+    first = sh(stack, admin, sid, "cat /workspace/busy; sleep 1.2; cat /workspace/busy")
+    assert first.split("\n")[0] != first.split("\n")[1], first
+    (child,) = fork(stack, admin, idle["id"], 1)
+    assert sh(stack, admin, child, "cat /workspace/f") == "one\n"
+    for x in (sid, child):
+        assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, x)).status_code == 200
+
+
+def test_back_to_back_steps_each_checkpoint_holds_its_steps_state(stack, admin):
+    """The step barrier lets the next step go once the snapshot is taken,
+    before the row is ready (docs/checkpoints.md): every snapshot still
+    holds the state after its step and before the next, steps back to back
+    (the same file changed by each, and a file added by each)."""
+    sid = create(stack, admin, checkpoints="every_step")
+    for i in range(1, 13):
+        sh(stack, admin, sid, "echo %d > /workspace/n; touch /workspace/s%d" % (i, i))
+    lines = steps(stack, admin, sid)
+    assert [l["step"] for l in lines] == list(range(1, 13))
+    ids = [l["checkpoint_id"] for l in lines]
+    stack.wait_for(lambda: all(admin.get("%s/v1/checkpoints/%s" % (stack.url, c)).json()["state"]
+                               == "ready" for c in ids), timeout=120, what="the step checkpoints")
+    for i, c in enumerate(ids, 1):
+        ws = os.path.join(stack.var, "sandboxes", ".checkpoints", c, "workspace")
+        with open(os.path.join(ws, "n")) as f:
+            assert f.read() == "%d\n" % i, "step %d" % i
+        assert sorted(x for x in os.listdir(ws) if x.startswith("s")) == \
+            sorted("s%d" % k for k in range(1, i + 1)), "step %d" % i
+    assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, sid)).status_code == 200
 
 
 def test_fork_of_an_imported_image_keeps_its_private_layer(stack, admin, tmp_path):
