@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "err.h"
 #include "log.h"
+#include "procstat.h"
 #include "strutil.h"
 #include "xalloc.h"
 
@@ -663,23 +664,38 @@ int ctl_cgroup_frozen(const struct ctl_cgroups *cg, const char *name)
 	return r > 0;
 }
 
-int ctl_cgroup_nprocs(const struct ctl_cgroups *cg, const char *name, int limit)
+int ctl_cgroup_nsessions(const struct ctl_cgroups *cg, const char *name, int limit)
 {
-	char *p, buf[256];
-	int n, count = 0;
+	char *p, *end, buf[4096];
+	pid_t seen[8];
+	int n, count = 0, i;
+	struct orc_proc_stat st;
+	long pid;
 
 	if (!cg->c[CTL_CG_FREEZER].version)
 		return ORC_EUNAVAIL;
+	if (limit < 0 || limit >= (int)(sizeof(seen) / sizeof(*seen)))
+		return ORC_EINVALID;
 	p = xasprintf("%s/%s/cgroup.procs", cg->c[CTL_CG_FREEZER].base, name);
 	n = read_text(buf, sizeof(buf), p);
 	free(p);
 	if (n < 0)
 		return ORC_EUNAVAIL;
-	/* A full buffer holds more pids than any limit we ask about. */
+	/* A full buffer holds more processes than any limit we ask about. */
 	if ((size_t)n >= sizeof(buf) - 1)
 		return limit + 1;
-	for (p = buf; *p && count <= limit; p++)
-		count += *p == '\n';
+	for (p = buf; *p && count <= limit; p = end) {
+		errno = 0;
+		pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (errno || pid <= 0 || orc_proc_stat(&st, (pid_t)pid) < 0)
+			continue;   /* gone since */
+		for (i = 0; i < count && seen[i] != st.session; i++)
+			;
+		if (i == count)
+			seen[count++] = st.session;
+	}
 	return count;
 }
 

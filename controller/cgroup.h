@@ -75,11 +75,11 @@ int ctl_cgroup_freeze(const struct ctl_cgroups *cg, const char *name, int frozen
 /* 1 when the sandbox's processes are frozen now, 0 when not (or no freezer). */
 int ctl_cgroup_frozen(const struct ctl_cgroups *cg, const char *name);
 /*
- * How many processes sandbox name's freezer cgroup holds, counted up to
- * limit + 1 (enough to tell "at most limit"); negative when it cannot be
- * read (no freezer, or no freezer cgroup for it).
+ * How many sessions the processes of sandbox name's freezer cgroup are
+ * in, counted up to limit + 1 (enough to tell "at most limit"); negative
+ * when it cannot be read (no freezer, or no freezer cgroup for it).
  */
-int ctl_cgroup_nprocs(const struct ctl_cgroups *cg, const char *name, int limit);
+int ctl_cgroup_nsessions(const struct ctl_cgroups *cg, const char *name, int limit);
 
 /* Calls fn for every sandbox-named directory under the bases. */
 typedef void (*ctl_cgroup_list_fn)(const char *name, void *arg);

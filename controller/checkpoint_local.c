@@ -61,9 +61,11 @@
 #define CP_BIN "/bin/cp"
 /* In a sandbox's dir: it was frozen by a checkpoint, not by a pause. */
 #define FROZEN_MARK "checkpoint-frozen"
-/* A sandbox at rest: orchard-watchdog, bwrap and the agent (bwrap
- * --as-pid-1: controller/bwrap.c). Anything more is a command's. */
-#define IDLE_PROCS 3
+/* A sandbox at rest: the watchdog's session (orchard-watchdog, bwrap,
+ * slirp4netns) and the agent's (bwrap --as-pid-1: controller/bwrap.c).
+ * The agent starts every command in a session of its own (agent/), so a
+ * third one is a command's. */
+#define IDLE_SESSIONS 2
 
 static const char *const cp_args[] = { "cp", "-a", "--reflink=auto", "--" };
 
@@ -279,16 +281,16 @@ int local_sandbox_dir_make(int *restored, struct ctl_driver *d, const struct ctl
 }
 
 /*
- * 1 when nothing runs in sandbox id but its launch chain (IDLE_PROCS), so
- * an atomic snapshot needs no freeze: nothing is mid-write. Between steps
- * that is the rule (the step's command ended, the api's step barrier holds
- * the next); a process a command left running makes it 0.
+ * 1 when nothing runs in sandbox id but its launch chain (IDLE_SESSIONS),
+ * so an atomic snapshot needs no freeze: nothing is mid-write. Between
+ * steps that is the rule (the step's command ended, the api's step barrier
+ * holds the next); a process a command left running makes it 0.
  */
 static int idle(struct local *l, const char *id)
 {
-	int n = ctl_cgroup_nprocs(&l->cg, id, IDLE_PROCS);
+	int n = ctl_cgroup_nsessions(&l->cg, id, IDLE_SESSIONS);
 
-	return n >= 0 && n <= IDLE_PROCS;
+	return n >= 0 && n <= IDLE_SESSIONS;
 }
 
 /* Freeze sandbox id for a copy unless it is paused (frozen by a pause),

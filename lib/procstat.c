@@ -58,12 +58,15 @@ int orc_proc_stat(struct orc_proc_stat *out, pid_t pid)
 		if (!(p = strchr(p, ' ')))
 			return ORC_ERROR;
 		p++;
-		if (field + 1 == 4) {
+		if (field + 1 == 4 || field + 1 == 6) {
 			errno = 0;
 			v = strtoull(p, &end, 10);
 			if (errno || end == p)
 				return ORC_ERROR;
-			out->ppid = (pid_t)v;
+			if (field + 1 == 4)
+				out->ppid = (pid_t)v;
+			else
+				out->session = (pid_t)v;
 		}
 	}
 	errno = 0;

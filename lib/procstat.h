@@ -13,6 +13,7 @@
 struct orc_proc_stat {
 	char state;             /* R, S, D, Z (zombie), X (dead), ... */
 	pid_t ppid;
+	pid_t session;          /* its session id */
 	uint64_t starttime;
 	char comm[64];          /* the command name, cut to fit */
 };

@@ -91,10 +91,13 @@ def test_sandboxes_are_subvolumes_checkpoints_readonly_snapshots_and_none_leak(s
 
 
 def test_an_idle_sandbox_is_snapshotted_unfrozen_and_a_busy_one_frozen(stack, admin):
-    """Between steps only the launch chain runs (watchdog, bwrap, agent):
-    the atomic snapshot needs no freeze. A process a command left behind
-    may be mid-write, so then the sandbox is frozen for the snapshot (and
-    thawed after)."""
+    """Between steps only the launch chain runs (watchdog, bwrap, agent,
+    and slirp4netns with a network): the atomic snapshot needs no freeze. A
+    process a command left behind may be mid-write, so then the sandbox is
+    frozen for the snapshot (and thawed after)."""
+    net = create(stack, admin, block_network=False)
+    assert sh(stack, admin, net, "echo x > /workspace/x; cat /workspace/x") == "x\n"
+    net_ck = checkpoint(stack, admin, net)
     sid = create(stack, admin)
     sh(stack, admin, sid, "echo one > /workspace/f")
     idle = checkpoint(stack, admin, sid)
@@ -104,13 +107,14 @@ def test_an_idle_sandbox_is_snapshotted_unfrozen_and_a_busy_one_frozen(stack, ad
     frozen = {j["checkpoint_id"]: j["frozen"] for j in log_lines(stack)
               if j.get("msg") == "checkpoint snapshot taken"}
     assert frozen[idle["id"]] is False
+    assert frozen[net_ck["id"]] is False
     assert frozen[busy["id"]] is True
     # thawed again: the writer goes on, and the sandbox answers
     first = sh(stack, admin, sid, "cat /workspace/busy; sleep 1.2; cat /workspace/busy")
     assert first.split("\n")[0] != first.split("\n")[1], first
     (child,) = fork(stack, admin, idle["id"], 1)
     assert sh(stack, admin, child, "cat /workspace/f") == "one\n"
-    for x in (sid, child):
+    for x in (sid, child, net):
         assert admin.delete("%s/v1/sandboxes/%s" % (stack.url, x)).status_code == 200
 
 

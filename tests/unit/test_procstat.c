@@ -27,6 +27,7 @@ static void procstat_identity_of_a_child(void)
 	}
 	if ((pid = fork()) == 0) {
 		prctl(PR_SET_NAME, "a) b (c) 1 2", 0, 0, 0);
+		setsid();   /* a session of its own, as the agent's commands */
 		close(go[0]);
 		if (write(go[1], "r", 1) != 1)
 			_exit(1);
@@ -40,6 +41,7 @@ static void procstat_identity_of_a_child(void)
 	CHECK(orc_proc_stat(&st, pid) == 0);
 	CHECK_STR(st.comm, "a) b (c) 1 2");
 	CHECK(st.ppid == getpid());
+	CHECK(st.session == pid && st.session != getsid(0));
 	CHECK(st.state != 'Z' && st.starttime > 0);
 	CHECK(orc_proc_stat(&again, getpid()) == 0 && again.starttime <= st.starttime);
 	CHECK(orc_proc_is(pid, st.starttime) == 1);
