@@ -27,7 +27,7 @@ from test_checkpoints import (  # noqa: F401
 from test_step_checkpoints import (  # noqa: F401
     test_every_step_checkpoints_hold_each_steps_state_and_retention_expires_them,
 )
-from rollout_helpers import steps
+
 
 pytestmark = pytest.mark.skipif(btrfs_loop.unavailable() is not None,
                                 reason=str(btrfs_loop.unavailable()))
@@ -126,7 +126,7 @@ def test_back_to_back_steps_each_checkpoint_holds_its_steps_state(stack, admin):
     sid = create(stack, admin, checkpoints="every_step")
     for i in range(1, 13):
         sh(stack, admin, sid, "echo %d > /workspace/n; touch /workspace/s%d" % (i, i))
-    lines = steps(stack, admin, sid)
+    lines = rollout_helpers.steps(stack, admin, sid)
     assert [l["step"] for l in lines] == list(range(1, 13))
     ids = [l["checkpoint_id"] for l in lines]
     stack.wait_for(lambda: all(admin.get("%s/v1/checkpoints/%s" % (stack.url, c)).json()["state"]
