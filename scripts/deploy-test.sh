@@ -30,7 +30,8 @@ fi
 PROJECT=${ORCHARD_DEPLOY_PROJECT:-orchard-dt}
 BASE=${ORCHARD_BASE_IMAGE:-localhost/orchard-base:bookworm}
 MIRROR=${ORCHARD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-TARGETS="postgres api nginx controller agent"
+# build: the compile stage, tagged so that the prune below keeps its cache
+TARGETS="build postgres api nginx controller agent"
 t0=$(date +%s)
 
 die() { echo "deploy-test: $*" >&2; exit 1; }

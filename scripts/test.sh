@@ -4,7 +4,8 @@
 # temporary directories on free ports, and check every answer against
 # docs/openapi.yaml: tests/integration/spec_check.py), the unit and integration tests
 # again against the ASan+UBSan build in bin-san/, valgrind memcheck over
-# the agent and the api, and a short soak. `make test` builds bin/ and
+# the agent and the api, a short soak, and the images and compose stack
+# under podman (scripts/deploy-test.sh). `make test` builds bin/ and
 # bin-san/ first; this script only runs.
 # Exits non-zero on any failure; the last lines give each stage's time and
 # "test: all suites passed" or "test: FAILED".
@@ -13,7 +14,7 @@
 #
 # PYTEST ARGS go to both integration runs (plain and sanitized).
 # ORCHARD_TEST_STAGES picks stages, default all of, in this order:
-#   spec unit fuzz integration san valgrind soak
+#   spec unit fuzz integration san valgrind soak deploy
 # spec lints docs/openapi.yaml with Redocly's linter, which
 # scripts/lint-openapi.sh installs with npm into ~/.cache/orchard once (it
 # needs Node >= 20.19; the stage fails saying so when node is older).
@@ -23,7 +24,7 @@ set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO" || exit 1
 
-STAGES=${ORCHARD_TEST_STAGES:-spec unit fuzz integration san valgrind soak}
+STAGES=${ORCHARD_TEST_STAGES:-spec unit fuzz integration san valgrind soak deploy}
 # Every pytest run: a test that hangs fails after PYTEST_TIMEOUT seconds
 # instead of holding the whole run (pytest-timeout), and a failed test is
 # run once more before it counts (pytest-rerunfailures): this 2-core machine
@@ -177,6 +178,15 @@ if ! /usr/bin/python3 tests/soak/soak.py --seconds "${ORCHARD_SOAK_SECONDS:-120}
 	rc=1
 fi
 timed soak
+fi
+
+if stage deploy; then
+echo "== deploy (scripts/deploy-test.sh: podman images, docker-compose.yml, smoke)"
+if ! scripts/deploy-test.sh; then
+	echo "test: deploy FAILED" >&2
+	rc=1
+fi
+timed deploy
 fi
 
 (IFS=,; echo "test: stage times: ${TIMES[*]}")
