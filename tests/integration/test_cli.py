@@ -908,8 +908,14 @@ def test_jobs_ls_and_cancel(stack, admin, sandbox, home):
     assert time.monotonic() - t0 < 30
 
 
-def test_heartbeat_get_version_and_errors(stack, sandbox, home):
-    assert sctl(stack, home, "heartbeat", sandbox).stdout == sandbox + "\n"
+def test_heartbeat_get_version_and_errors(stack, admin, home):
+    # A sandbox of its own: a heartbeat arms the heartbeat rule (deleted after
+    # 180 s without one), which must not reach the session's shared sandbox.
+    sid = stack.new_sandbox(admin)
+    try:
+        assert sctl(stack, home, "heartbeat", sid).stdout == sid + "\n"
+    finally:
+        admin.delete("%s/sandboxes/%s" % (stack.url, sid))
     r = sctl(stack, home, "heartbeat", "nosuch")
     assert r.returncode == 125 and "not found (HTTP 404" in r.stderr
     r = sctl(stack, home, "get", "nosuch")

@@ -213,7 +213,17 @@ def test_check_env_probes_the_shells(stack, sandbox):
             assert set(info) >= {"bashrc_loaded", "has_bashrc", "conda_env", "python_version"}
 
 
-def test_heartbeat_thread_refreshes_the_sandbox(stack, sandbox):
+def test_heartbeat_thread_refreshes_the_sandbox(stack, admin):
+    # A sandbox of its own: a heartbeat arms the heartbeat rule (deleted after
+    # 180 s without one), which must not reach the session's shared sandbox.
+    sandbox = stack.new_sandbox(admin)
+    try:
+        heartbeat_thread_refreshes(stack, sandbox)
+    finally:
+        admin.delete("%s/sandboxes/%s" % (stack.url, sandbox))
+
+
+def heartbeat_thread_refreshes(stack, sandbox):
     def beat():
         return stack.scalar("SELECT extract(epoch FROM last_heartbeat_at) FROM sandboxes"
                             " WHERE id = '%s'" % sandbox)
