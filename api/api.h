@@ -528,14 +528,31 @@ struct api_agent {
 	const char *token;
 };
 
+/* Why a sandbox cannot take a call: its state ("pending", "paused",
+ * "failed", ...) and state_message ("" when none). */
+struct api_sandbox_state {
+	char state[32];
+	char message[480];
+};
+
+/* Fill *out from a row's state and message columns. */
+void api_sandbox_state_set(struct api_sandbox_state *out, const char *state, const char *message);
+/*
+ * Reply 409 not_ready for sandbox r->id in state *s: paused (resume it),
+ * failed (with its message, then failed_suffix), or not ready yet (wait).
+ */
+int api_reply_not_ready(struct api_req *r, const struct api_sandbox_state *s,
+			const char *failed_suffix);
+
 /*
  * Look up sandbox id of tenant: 0 with *out when it is ready and has an
  * agent; ORC_ENOTFOUND (none, another tenant's, being deleted);
- * API_ENOTREADY with "state\tmessage" in msg. Touches last_activity_at of
- * a ready sandbox. The strings in *out are malloc'd (the caller frees).
+ * API_ENOTREADY with the state in *state_out (may be NULL). Touches
+ * last_activity_at of a ready sandbox. The strings in *out are malloc'd
+ * (the caller frees).
  */
-int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, const char *id,
-		     char *msg, size_t msglen);
+int api_agent_lookup(char **address_out, char **token_out, struct api_sandbox_state *state_out,
+		     int64_t tenant_id, const char *id);
 /* api_agent_lookup for r->id and the caller's tenant; 404/409/503 replied. */
 int api_agent_get(struct api_agent *out, struct api_req *r);
 /*

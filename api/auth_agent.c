@@ -163,7 +163,7 @@ int api_auth_agent_handle(struct api_req *r)
 	const char *doc = api_req_param(r, "DOCUMENT_URI");
 	const char *uri = api_req_param(r, "ORCHARD_ORIGINAL_URI");
 	const char *method = api_req_param(r, "ORCHARD_ORIGINAL_METHOD");
-	char id[API_MAX_ID + 1], msg[512], keybuf[128], *address = NULL, *token = NULL, *upstream = NULL;
+	char id[API_MAX_ID + 1], keybuf[128], *address = NULL, *token = NULL, *upstream = NULL;
 	struct orc_buf hdr = ORC_BUF_INIT;
 	struct api_auth a;
 	int64_t tenant;
@@ -186,7 +186,7 @@ int api_auth_agent_handle(struct api_req *r)
 		return defer(r, &a, "bad_method");
 	if (orc_parse_i64(&tenant, a.tenant, 1, INT64_MAX) < 0)
 		return api_reply_error(r, ORC_ERROR, "bad tenant id in the key cache");
-	err = api_agent_lookup(&address, &token, tenant, id, msg, sizeof(msg));
+	err = api_agent_lookup(&address, &token, NULL, tenant, id);
 	if (err == ORC_ENOTFOUND)
 		return defer(r, &a, "not_found");
 	if (err == API_ENOTREADY)

@@ -272,8 +272,8 @@ int api_checkpoint_reply_begin_error(struct api_req *r, int err, const char *san
 		return api_reply_error(r, err, "%s", msg);
 	if (err == API_ENOTREADY) {
 		/* Tell "not ours" from "not ready". */
-		char *address = NULL, *token = NULL, m[512];
-		int e = api_agent_lookup(&address, &token, r->tenant_id, sandbox_id, m, sizeof(m));
+		char *address = NULL, *token = NULL;
+		int e = api_agent_lookup(&address, &token, NULL, r->tenant_id, sandbox_id);
 		free(address);
 		free(token);
 		if (e == ORC_ENOTFOUND)

@@ -167,7 +167,7 @@ enum { ACC_STATE = API_CLAIM_NCOLS, ACC_MESSAGE, ACC_INSERTED, ACC_SEQ, ACC_LIMI
 /*
  * Insert the job if the sandbox is the caller's and ready; *seq_out gets
  * its place in the sandbox's order. Returns 0, ORC_ENOTFOUND,
- * API_ENOTREADY (with the sandbox state in msg), or the database error
+ * API_ENOTREADY (with the sandbox state in *state_out), or the database error
  * (ORC_ECONFLICT: the Idempotency-Key is taken).
  *
  * Incrementing sandboxes.job_seq locks the sandbox row until this statement
@@ -189,7 +189,7 @@ enum { ACC_STATE = API_CLAIM_NCOLS, ACC_MESSAGE, ACC_INSERTED, ACC_SEQ, ACC_LIMI
  */
 static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
 		      const struct exec_req *x, const char *job_id, int claim, int locked,
-		      char *msg, size_t msglen)
+		      struct api_sandbox_state *state_out)
 {
 	char tenant[24], timeout[24], lease[24], max_output[24], *data = event_data(x);
 	const char *params[24];
@@ -270,7 +270,8 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
 		 && !strcmp(PQgetvalue(res, 0, ACC_LIMITED), "t"))
 		err = NEED_LOCK;
 	else if (strcmp(PQgetvalue(res, 0, ACC_INSERTED), "t")) {
-		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, ACC_STATE), PQgetvalue(res, 0, ACC_MESSAGE));
+		api_sandbox_state_set(state_out, PQgetvalue(res, 0, ACC_STATE),
+				      PQgetvalue(res, 0, ACC_MESSAGE));
 		err = API_ENOTREADY;
 	} else if (orc_parse_i64(seq_out, PQgetvalue(res, 0, ACC_SEQ), 1, INT64_MAX) < 0) {
 		err = ORC_ERROR;
@@ -290,7 +291,7 @@ static int insert_job(PGresult **claimed_out, int64_t *seq_out, PGconn *db, stru
  */
 static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGconn **db,
 				 struct api_req *r, const struct exec_req *x, const char *job_id,
-				 char *msg, size_t msglen)
+				 struct api_sandbox_state *state_out)
 {
 	int64_t until = orc_mono_ms() + PENDING_WAIT_S * 1000;
 	struct api_waiter w;
@@ -298,8 +299,8 @@ static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGcon
 
 	api_waiter_init(&w, API_CHAN_SANDBOX, r->id);
 	for (;;) {
-		err = insert_job(claimed_out, seq_out, *db, r, x, job_id, x->wait, 0, msg, msglen);
-		if (err != API_ENOTREADY || strncmp(msg, "pending\t", 8) || orc_mono_ms() >= until)
+		err = insert_job(claimed_out, seq_out, *db, r, x, job_id, x->wait, 0, state_out);
+		if (err != API_ENOTREADY || strcmp(state_out->state, "pending") || orc_mono_ms() >= until)
 			return err;
 		orc_pg_pool_release(&api_server.db, *db);
 		*db = NULL;
@@ -317,7 +318,8 @@ static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGcon
  * when it would wait and a queue bound is reached: nothing is written.
  */
 static int insert_limited(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
-			  const struct exec_req *x, const char *job_id, char *msg, size_t msglen)
+			  const struct exec_req *x, const char *job_id,
+			  struct api_sandbox_state *state_out, char *msg, size_t msglen)
 {
 	PGresult *claimed = NULL;
 	int run_now = 0, err;
@@ -325,7 +327,7 @@ static int insert_limited(PGresult **claimed_out, int64_t *seq_out, PGconn *db, 
 	if ((err = api_exec_limit_lock(db, r->tenant_id)) < 0)
 		return err;
 	if ((err = api_exec_limit_admit(&run_now, db, r->tenant_id, r->id, msg, msglen)) < 0 ||
-	    (err = insert_job(&claimed, seq_out, db, r, x, job_id, run_now, 1, msg, msglen)) < 0 ||
+	    (err = insert_job(&claimed, seq_out, db, r, x, job_id, run_now, 1, state_out)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
 		PQclear(claimed);
@@ -376,21 +378,6 @@ static int replay(struct api_req *r, const struct exec_req *x, PGconn **db)
 				      orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000)) < 0)
 		return api_reply_error(r, err, "cannot read job %s", PQgetvalue(res, 0, 0));
 	return reply_job_row(r, done);
-}
-
-static int reply_not_ready(struct api_req *r, const char *msg)
-{
-	const char *tab = strchr(msg, '\t');
-	size_t n = tab ? (size_t)(tab - msg) : strlen(msg);
-
-	if (n == 6 && !strncmp(msg, "paused", 6))
-		return api_reply_error(r, API_ENOTREADY, "sandbox %s is paused; resume it with "
-				       "POST /v1/sandboxes/%s/resume first", r->id, r->id);
-	if (n == 6 && !strncmp(msg, "failed", 6))
-		return api_reply_error(r, API_ENOTREADY, "sandbox %s failed%s%s; it cannot run commands",
-				       r->id, tab && tab[1] ? ": " : "", tab ? tab + 1 : "");
-	return api_reply_error(r, API_ENOTREADY, "sandbox %s is not ready yet (status %.*s); wait for "
-			       "it with GET /sandboxes/%s/wait", r->id, (int)n, msg, r->id);
 }
 
 /*
@@ -474,6 +461,7 @@ int api_exec_post(struct api_req *r)
 	json_object *body;
 	PGresult *res = NULL, *claimed = NULL;
 	PGconn *db = NULL;
+	struct api_sandbox_state st;
 	char msg[512], job_id[37];
 	int64_t seq = 0;
 	int err;
@@ -495,9 +483,9 @@ int api_exec_post(struct api_req *r)
 			goto replayed;
 	}
 	new_job_id(job_id);
-	err = insert_job_when_ready(&claimed, &seq, &db, r, &x, job_id, msg, sizeof(msg));
+	err = insert_job_when_ready(&claimed, &seq, &db, r, &x, job_id, &st);
 	if (err == NEED_LOCK)
-		err = insert_limited(&claimed, &seq, db, r, &x, job_id, msg, sizeof(msg));
+		err = insert_limited(&claimed, &seq, db, r, &x, job_id, &st, msg, sizeof(msg));
 	if (err == ORC_ECONFLICT && x.idempotency_key) {
 		/* a concurrent retry with the same key inserted first */
 		err = replay(r, &x, &db);
@@ -512,7 +500,7 @@ int api_exec_post(struct api_req *r)
 		goto done;
 	}
 	if (err == API_ENOTREADY) {
-		err = reply_not_ready(r, msg);
+		err = api_reply_not_ready(r, &st, "; it cannot run commands");
 		goto done;
 	}
 	if (err == ORC_EQUOTA) {

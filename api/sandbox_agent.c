@@ -19,8 +19,30 @@
 #include "strutil.h"
 #include "xalloc.h"
 
-int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, const char *id,
-		     char *msg, size_t msglen)
+/* The lookup statement's columns. */
+enum { LOOKUP_STATE, LOOKUP_MESSAGE, LOOKUP_ADDRESS, LOOKUP_TOKEN };
+
+void api_sandbox_state_set(struct api_sandbox_state *out, const char *state, const char *message)
+{
+	snprintf(out->state, sizeof(out->state), "%s", state);
+	snprintf(out->message, sizeof(out->message), "%s", message);
+}
+
+int api_reply_not_ready(struct api_req *r, const struct api_sandbox_state *s,
+			const char *failed_suffix)
+{
+	if (!strcmp(s->state, "paused"))
+		return api_reply_error(r, API_ENOTREADY, "sandbox %s is paused; resume it with "
+				       "POST /v1/sandboxes/%s/resume first", r->id, r->id);
+	if (!strcmp(s->state, "failed"))
+		return api_reply_error(r, API_ENOTREADY, "sandbox %s failed%s%s%s", r->id,
+				       s->message[0] ? ": " : "", s->message, failed_suffix);
+	return api_reply_error(r, API_ENOTREADY, "sandbox %s is not ready yet (status %s); wait for "
+			       "it with GET /sandboxes/%s/wait", r->id, s->state, r->id);
+}
+
+int api_agent_lookup(char **address_out, char **token_out, struct api_sandbox_state *state_out,
+		     int64_t tenant_id, const char *id)
 {
 	char tenant[24];
 	const char *params[2] = { id, tenant };
@@ -47,13 +69,15 @@ int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, co
 		return err;
 	if (PQntuples(res) != 1) {
 		err = ORC_ENOTFOUND;
-	} else if (strcmp(PQgetvalue(res, 0, 0), "ready") || PQgetisnull(res, 0, 2) ||
-		   PQgetisnull(res, 0, 3)) {
-		snprintf(msg, msglen, "%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	} else if (strcmp(PQgetvalue(res, 0, LOOKUP_STATE), "ready") ||
+		   PQgetisnull(res, 0, LOOKUP_ADDRESS) || PQgetisnull(res, 0, LOOKUP_TOKEN)) {
+		if (state_out)
+			api_sandbox_state_set(state_out, PQgetvalue(res, 0, LOOKUP_STATE),
+					      PQgetvalue(res, 0, LOOKUP_MESSAGE));
 		err = API_ENOTREADY;
 	} else {
-		*address_out = xstrdup(PQgetvalue(res, 0, 2));
-		*token_out = xstrdup(PQgetvalue(res, 0, 3));
+		*address_out = xstrdup(PQgetvalue(res, 0, LOOKUP_ADDRESS));
+		*token_out = xstrdup(PQgetvalue(res, 0, LOOKUP_TOKEN));
 	}
 	PQclear(res);
 	return err;
@@ -61,26 +85,16 @@ int api_agent_lookup(char **address_out, char **token_out, int64_t tenant_id, co
 
 int api_agent_get(struct api_agent *out, struct api_req *r)
 {
-	char *address = NULL, *token = NULL, msg[512];
-	const char *tab;
+	struct api_sandbox_state st;
+	char *address = NULL, *token = NULL;
 	int err;
 
 	api_step_barrier(r, r->id);   /* a step checkpoint holds the state before this call */
-	err = api_agent_lookup(&address, &token, r->tenant_id, r->id, msg, sizeof(msg));
+	err = api_agent_lookup(&address, &token, &st, r->tenant_id, r->id);
 	if (err == ORC_ENOTFOUND)
 		return api_reply_error(r, err, "sandbox %s not found", r->id);
-	if (err == API_ENOTREADY) {
-		tab = strchr(msg, '\t');
-		if (tab && tab - msg == 6 && !strncmp(msg, "paused", 6))
-			return api_reply_error(r, err, "sandbox %s is paused; resume it with "
-					       "POST /v1/sandboxes/%s/resume first", r->id, r->id);
-		if (tab && tab - msg == 6 && !strncmp(msg, "failed", 6))
-			return api_reply_error(r, err, "sandbox %s failed%s%s", r->id,
-					       tab[1] ? ": " : "", tab + 1);
-		return api_reply_error(r, err, "sandbox %s is not ready yet (status %.*s); wait for it "
-				       "with GET /sandboxes/%s/wait", r->id,
-				       (int)(tab ? (size_t)(tab - msg) : strlen(msg)), msg, r->id);
-	}
+	if (err == API_ENOTREADY)
+		return api_reply_not_ready(r, &st, "");
 	if (err < 0)
 		return api_reply_error(r, err, "cannot read sandbox %s", r->id);
 	out->address = api_own_mem(r, address);
