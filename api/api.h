@@ -388,8 +388,9 @@ uint64_t api_notify_key_gen(void);
 extern const char api_sandbox_cols[];
 extern const char api_job_cols[];
 json_object *api_sandbox_view(PGresult *res, int row);
-#define API_SANDBOX_COL_STATE 8   /* s.state in api_sandbox_cols */
-#define API_JOB_COL_STATUS 3      /* j.status in api_job_cols */
+/* Where routes read a view's row by name (views.c has every column). */
+enum { API_SANDBOX_COL_ID = 0, API_SANDBOX_COL_STATE = 8 };
+enum { API_JOB_COL_ID = 0, API_JOB_COL_SANDBOX = 1, API_JOB_COL_STATUS = 3 };
 json_object *api_job_view(PGresult *res, int row);
 /* A job without its output (stdout, stderr), from api_job_summary_cols. */
 extern const char api_job_summary_cols[];

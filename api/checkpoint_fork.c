@@ -206,7 +206,7 @@ static int reply_forks(struct api_req *r, const char *ckpt, PGresult *res)
 
 	for (i = 0; i < n; i++) {
 		json_object_array_add(arr, api_sandbox_view(res, i));
-		json_object_array_add(ids, json_object_new_string(PQgetvalue(res, i, 0)));
+		json_object_array_add(ids, json_object_new_string(PQgetvalue(res, i, API_SANDBOX_COL_ID)));
 	}
 	json_object_object_add(o, "checkpoint_id", json_object_new_string(ckpt));
 	json_object_object_add(o, "sandbox_ids", ids);

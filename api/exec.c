@@ -368,15 +368,16 @@ static int replay(struct api_req *r, const struct exec_req *x, PGconn **db)
 	orc_pg_pool_release(&api_server.db, *db);
 	*db = NULL;
 	api_own_pg(r, res);
-	if (strcmp(PQgetvalue(res, 0, 1), r->id))
+	if (strcmp(PQgetvalue(res, 0, API_JOB_COL_SANDBOX), r->id))
 		return api_reply_error(r, ORC_ECONFLICT, "Idempotency-Key was already used for a job "
 				       "in another sandbox");
 	api_idempotency_replayed(r);
 	if (!x->wait)
-		return reply_queued(r, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, API_JOB_COL_STATUS));
-	if ((err = api_job_wait_until(&done, r->tenant_id, PQgetvalue(res, 0, 0),
+		return reply_queued(r, PQgetvalue(res, 0, API_JOB_COL_ID),
+				    PQgetvalue(res, 0, API_JOB_COL_STATUS));
+	if ((err = api_job_wait_until(&done, r->tenant_id, PQgetvalue(res, 0, API_JOB_COL_ID),
 				      orc_mono_ms() + (x->timeout + WAIT_SLACK_S) * 1000)) < 0)
-		return api_reply_error(r, err, "cannot read job %s", PQgetvalue(res, 0, 0));
+		return api_reply_error(r, err, "cannot read job %s", PQgetvalue(res, 0, API_JOB_COL_ID));
 	return reply_job_row(r, done);
 }
 

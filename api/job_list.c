@@ -101,7 +101,8 @@ int api_job_list(struct api_req *r)
 		json_object_array_add(arr, api_job_summary_view(res, i));
 	if (n > limit) {
 		int last = (int)limit - 1, ncols = PQnfields(res);
-		char *c = xasprintf("%s_%s", PQgetvalue(res, last, ncols - 1), PQgetvalue(res, last, 0));
+		char *c = xasprintf("%s_%s", PQgetvalue(res, last, ncols - 1),
+				    PQgetvalue(res, last, API_JOB_COL_ID));
 		json_object_object_add(o, "next_cursor", json_object_new_string(c));
 		free(c);
 	} else {

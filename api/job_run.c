@@ -252,31 +252,58 @@ static int claim(PGresult **out, const char *job_id)
 	return err;
 }
 
-/* The job's per-stream output cap (API_CLAIM_MAX_OUTPUT, NULL: default). */
-static size_t output_cap(PGresult *job)
+/* A claimed job, read from its row in claim()'s layout; the strings point
+ * into that row (NULL where the column is). */
+struct claimed_job {
+	const char *address, *token, *command, *cwd, *env, *stdin_bytea, *sandbox_env, *workdir;
+	int64_t timeout;
+	size_t max_output;
+	int login_shell, cwd_strict;
+};
+
+static const char *claim_col(PGresult *job, int col)
+{
+	return PQgetisnull(job, 0, col) ? NULL : PQgetvalue(job, 0, col);
+}
+
+/* Fill *out from row 0 of job: a missing or bad timeout is 300 s, a
+ * missing or bad output cap the default (API_OUTPUT_DEFAULT). */
+static void claimed_job_read(struct claimed_job *out, PGresult *job)
 {
 	int64_t cap;
 
-	if (PQgetisnull(job, 0, API_CLAIM_MAX_OUTPUT) ||
-	    orc_parse_i64(&cap, PQgetvalue(job, 0, API_CLAIM_MAX_OUTPUT), 1, API_OUTPUT_MAX) < 0)
-		return API_OUTPUT_DEFAULT;
-	return (size_t)cap;
+	out->address = PQgetvalue(job, 0, API_CLAIM_ADDRESS);
+	out->token = PQgetvalue(job, 0, API_CLAIM_TOKEN);
+	out->command = PQgetvalue(job, 0, API_CLAIM_COMMAND);
+	out->cwd = claim_col(job, API_CLAIM_CWD);
+	out->env = PQgetvalue(job, 0, API_CLAIM_ENV);
+	out->stdin_bytea = claim_col(job, API_CLAIM_STDIN);
+	out->sandbox_env = PQgetvalue(job, 0, API_CLAIM_SANDBOX_ENV);
+	out->workdir = claim_col(job, API_CLAIM_WORKDIR);
+	if (orc_parse_i64(&out->timeout, PQgetvalue(job, 0, API_CLAIM_TIMEOUT), 1, 86400) < 0)
+		out->timeout = 300;
+	out->max_output = API_OUTPUT_DEFAULT;
+	if (!PQgetisnull(job, 0, API_CLAIM_MAX_OUTPUT) &&
+	    orc_parse_i64(&cap, PQgetvalue(job, 0, API_CLAIM_MAX_OUTPUT), 1, API_OUTPUT_MAX) == 0)
+		out->max_output = (size_t)cap;
+	out->login_shell = PQgetvalue(job, 0, API_CLAIM_LOGIN_SHELL)[0] == 't';
+	out->cwd_strict = PQgetvalue(job, 0, API_CLAIM_CWD_STRICT)[0] == 't';
 }
 
-static char *agent_body(PGresult *job, const char *job_id, int64_t timeout)
+static char *agent_body(const struct claimed_job *job, const char *job_id)
 {
 	json_object *o = json_object_new_object();
 	unsigned char *in = NULL;
 	size_t in_len = 0;
 	char *s;
-	json_object *env = json_tokener_parse(PQgetvalue(job, 0, API_CLAIM_SANDBOX_ENV)), *job_env;
+	json_object *env = json_tokener_parse(job->sandbox_env), *job_env;
 
 	/* The sandbox's env and workdir are defaults under the job's own. */
 	if (!env || !json_object_is_type(env, json_type_object)) {
 		json_object_put(env);
 		env = json_object_new_object();
 	}
-	job_env = json_tokener_parse(PQgetvalue(job, 0, API_CLAIM_ENV));
+	job_env = json_tokener_parse(job->env);
 	if (job_env && json_object_is_type(job_env, json_type_object)) {
 		json_object_object_foreach(job_env, k, v)
 			json_object_object_add(env, k, json_object_get(v));
@@ -284,22 +311,21 @@ static char *agent_body(PGresult *job, const char *job_id, int64_t timeout)
 	json_object_put(job_env);
 	/* the agent knows the job by it for POST /exec/cancel */
 	json_object_object_add(o, "job_id", json_object_new_string(job_id));
-	json_object_object_add(o, "command", json_tokener_parse(PQgetvalue(job, 0, API_CLAIM_COMMAND)));
-	if (!PQgetisnull(job, 0, API_CLAIM_CWD))
-		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, API_CLAIM_CWD)));
-	else if (!PQgetisnull(job, 0, API_CLAIM_WORKDIR))
-		json_object_object_add(o, "cwd", json_object_new_string(PQgetvalue(job, 0, API_CLAIM_WORKDIR)));
+	json_object_object_add(o, "command", json_tokener_parse(job->command));
+	if (job->cwd)
+		json_object_object_add(o, "cwd", json_object_new_string(job->cwd));
+	else if (job->workdir)
+		json_object_object_add(o, "cwd", json_object_new_string(job->workdir));
 	/* Orchard runs a command whose cwd is missing in / instead */
-	if (PQgetvalue(job, 0, API_CLAIM_CWD_STRICT)[0] != 't')
+	if (!job->cwd_strict)
 		json_object_object_add(o, "cwd_fallback", json_object_new_string("/"));
 	json_object_object_add(o, "env", env);
-	json_object_object_add(o, "login_shell",
-			       json_object_new_boolean(PQgetvalue(job, 0, API_CLAIM_LOGIN_SHELL)[0] == 't'));
-	json_object_object_add(o, "timeout_seconds", json_object_new_int64(timeout));
-	json_object_object_add(o, "max_output_bytes", json_object_new_int64((int64_t)output_cap(job)));
+	json_object_object_add(o, "login_shell", json_object_new_boolean(job->login_shell));
+	json_object_object_add(o, "timeout_seconds", json_object_new_int64(job->timeout));
+	json_object_object_add(o, "max_output_bytes", json_object_new_int64((int64_t)job->max_output));
 	json_object_object_add(o, "stream", json_object_new_boolean(1));
-	if (!PQgetisnull(job, 0, API_CLAIM_STDIN) &&
-	    (in = PQunescapeBytea((const unsigned char *)PQgetvalue(job, 0, API_CLAIM_STDIN), &in_len))) {
+	if (job->stdin_bytea &&
+	    (in = PQunescapeBytea((const unsigned char *)job->stdin_bytea, &in_len))) {
 		json_object_object_add(o, "stdin", json_object_new_string_len((const char *)in, (int)in_len));
 		PQfreemem(in);
 	}
@@ -417,6 +443,7 @@ static void call_stream(struct job_outcome *o, json_object **resp, struct orc_ag
 int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const char *request_id,
 			const struct api_job_sink *sink)
 {
+	struct claimed_job cj;
 	struct job_outcome o;
 	struct orc_agent_req req;
 	json_object *resp = NULL;
@@ -426,12 +453,12 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 
 	memset(&o, 0, sizeof(o));
 	o.status = "failed";
-	if (orc_parse_i64(&timeout, PQgetvalue(job, 0, API_CLAIM_TIMEOUT), 1, 86400) < 0)
-		timeout = 300;
-	body = agent_body(job, job_id, timeout);
+	claimed_job_read(&cj, job);
+	timeout = cj.timeout;
+	body = agent_body(&cj, job_id);
 	memset(&req, 0, sizeof(req));
-	req.address = PQgetvalue(job, 0, API_CLAIM_ADDRESS);
-	req.token = PQgetvalue(job, 0, API_CLAIM_TOKEN);
+	req.address = cj.address;
+	req.token = cj.token;
 	req.method = "POST";
 	req.path = "/exec";
 	req.body = body;
@@ -439,7 +466,7 @@ int api_job_run_claimed(PGresult **out, PGresult *job, const char *job_id, const
 	req.timeout_ms = (timeout + AGENT_SLACK_S) * 1000;
 	req.request_id = request_id;
 	t0 = orc_mono_ms();
-	call_stream(&o, &resp, &req, timeout, output_cap(job), sink, job_id);
+	call_stream(&o, &resp, &req, timeout, cj.max_output, sink, job_id);
 	if (o.broken)
 		o.failure = api_job_lost_or_agent(job_id);
 	api_metrics_exec(o.status, orc_mono_ms() - t0);

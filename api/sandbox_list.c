@@ -123,7 +123,8 @@ int api_sandbox_list(struct api_req *r)
 		json_object_array_add(arr, api_sandbox_view(res, i));
 	if (n > l.limit) {
 		int last = (int)l.limit - 1, ncols = PQnfields(res);
-		char *cursor = xasprintf("%s_%s", PQgetvalue(res, last, ncols - 1), PQgetvalue(res, last, 0));
+		char *cursor = xasprintf("%s_%s", PQgetvalue(res, last, ncols - 1),
+					 PQgetvalue(res, last, API_SANDBOX_COL_ID));
 		json_object_object_add(o, "next_cursor", json_object_new_string(cursor));
 		free(cursor);
 	} else {

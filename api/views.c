@@ -34,7 +34,8 @@ enum {
 	S_QUEUED, S_QUEUE_POSITION, S_QUEUE_REASON, S_DISK,
 };
 
-_Static_assert(S_STATE == API_SANDBOX_COL_STATE, "api.h knows where state is");
+_Static_assert((int)S_ID == (int)API_SANDBOX_COL_ID, "api.h knows where the id is");
+_Static_assert((int)S_STATE == (int)API_SANDBOX_COL_STATE, "api.h knows where state is");
 
 /* Job queries alias jobs as j. */
 const char api_job_cols[] =
@@ -60,7 +61,9 @@ enum {
 	J_MAX_OUTPUT, J_FAILURE,
 };
 
-_Static_assert(J_STATUS == API_JOB_COL_STATUS, "api.h knows where status is");
+_Static_assert((int)J_ID == (int)API_JOB_COL_ID, "api.h knows where the id is");
+_Static_assert((int)J_SANDBOX == (int)API_JOB_COL_SANDBOX, "api.h knows where the sandbox is");
+_Static_assert((int)J_STATUS == (int)API_JOB_COL_STATUS, "api.h knows where status is");
 
 const char *api_sandbox_status(const char *state)
 {
