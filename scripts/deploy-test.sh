@@ -128,6 +128,36 @@ for t in $TARGETS; do
 		{ tail -n 40 "$work/build-$t.log" >&2; die "building $t failed"; }
 done
 
+# 2b. The sandbox-tools image (docker/Dockerfile.tools): the bundle `make
+# tools` builds (a no-op when it is current; its downloads are cached), as
+# the image's build context. Checked by running each tool's --version from
+# the image as its non-root user, with the image's glibc and (claude,
+# opencode) the bundle's own, and comparing it with its pin.
+step "building orchard/tools:dev (the sandbox-tools bundle)"
+nice -n 19 scripts/tools-build.sh >"$work/tools-build.log" 2>&1 ||
+	{ tail -n 40 "$work/tools-build.log" >&2; die "scripts/tools-build.sh failed"; }
+nice -n 19 podman build -q -f docker/Dockerfile.tools --build-arg BASE_IMAGE="$BASE" \
+	-t orchard/tools:dev bin/sandbox-tools >"$work/build-tools.log" 2>&1 ||
+	{ tail -n 40 "$work/build-tools.log" >&2; die "building tools failed"; }
+podman run --rm --network none --read-only orchard/tools:dev sh -c '
+	b=/opt/sandbox-tools/bin
+	for t in codex claude opencode; do echo "$t $($b/$t --version)"; done
+	for t in claude opencode; do echo "$t $(SANDBOX_TOOLS_OWN_LIBC=1 $b/$t --version)"; done
+' >"$work/tools-run.log" 2>"$work/tools-run.err" ||
+	{ cat "$work/tools-run.log" "$work/tools-run.err" >&2; die "orchard/tools:dev does not run"; }
+declare -A pin
+while read -r name _ spec _; do
+	case $name in ''|'#'*) continue ;; esac
+	v=${spec##*@}
+	pin[$name]=${v%%-*}
+done <sandbox-tools/versions
+[ "$(wc -l <"$work/tools-run.log")" -eq 5 ] || die "orchard/tools:dev: $(cat "$work/tools-run.log" "$work/tools-run.err")"
+while read -r name out; do
+	[ -n "${pin[$name]:-}" ] && [[ $out == *"${pin[$name]}"* ]] ||
+		die "orchard/tools:dev: \"$name $out\" is not the pinned version ($(cat "$work/tools-run.err"))"
+done <"$work/tools-run.log"
+step "orchard/tools:dev runs $(awk '{print $1}' "$work/tools-run.log" | sort -u | tr '\n' ' ')"
+
 # 3. The compose stack, as a user runs it.
 step "podman-compose up (127.0.0.1:$ORCHARD_PORT)"
 compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; die "compose up failed"; }

@@ -97,6 +97,15 @@ def test_every_from_is_pinned_by_digest():
             assert DIGEST_REF.match(ref), "%s: FROM %s is not pinned by digest" % (path, ref)
 
 
+def test_every_dockerfile_builds_on_the_same_base():
+    """One pin to move (docs/deploy.md): the tools image's file has its own
+    ARG BASE_IMAGE line, which must name what docker/Dockerfile's does."""
+    files = all_dockerfiles()
+    assert os.path.join(REPO, "docker", "Dockerfile.tools") in files
+    bases = {path: {b for b in from_images(path) if b is not None} for path in files}
+    assert len(set().union(*bases.values())) == 1, bases
+
+
 def test_pin_check_rejects_a_tag_and_accepts_stages(tmp_path):
     p = tmp_path / "Dockerfile"
     p.write_text("ARG B=debian:bookworm-slim\nFROM ${B} AS one\nFROM one AS two\n"
