@@ -48,11 +48,6 @@ int k8s_checkpoint_restore(struct ctl_driver *d, char **why, const struct ctl_ag
 int k8s_checkpoint_remove(struct ctl_driver *d, const char *ckpt);
 int k8s_checkpoint_list(struct ctl_driver *d, char ***out, size_t *nout);
 
-/* The driver name the controller should open: "kubernetes" when
- * ORCHARD_DRIVER=kubernetes, else cfg->driver. (Until config.c reads
- * ORCHARD_DRIVER itself; see docs/kubernetes.md.) */
-const char *ctl_driver_k8s_select(const struct ctl_config *cfg);
-
 #define K8S_LABEL_MANAGED "app.kubernetes.io/managed-by"
 #define K8S_MANAGER       "orchard-controller"
 #define K8S_LABEL_SANDBOX "orchard.dev/sandbox"

@@ -80,19 +80,11 @@ static int stop_requested(void)
 	return sigpending(&set) == 0 && (sigismember(&set, SIGTERM) == 1 || sigismember(&set, SIGINT) == 1);
 }
 
-/* ---- selection and lifecycle -------------------------------------------------- */
-
-const char *ctl_driver_k8s_select(const struct ctl_config *cfg)
-{
-	const char *v = getenv("ORCHARD_DRIVER");
-
-	return v && !strcmp(v, "kubernetes") ? ctl_driver_k8s.name : cfg->driver;
-}
+/* ---- lifecycle -------------------------------------------------- */
 
 static int k8s_init(struct ctl_driver *d)
 {
 	struct k8s_driver *kd = xcalloc(1, sizeof(*kd));
-	struct ctl_config *cfg;
 	int err;
 
 	d->priv = kd;
@@ -104,16 +96,6 @@ static int k8s_init(struct ctl_driver *d)
 	if ((err = k8s_watch_start(&kd->watch, kd->client, &kd->cfg)) < 0 ||
 	    (err = k8s_nodes_start(&kd->nodes, kd->client, &kd->cfg)) < 0)
 		return err;
-	/*
-	 * The loop acts on rows whose driver column equals cfg->driver, which
-	 * config.c sets to "local" until it reads ORCHARD_DRIVER itself; make
-	 * it name this driver (docs/kubernetes.md, "Selecting the driver").
-	 */
-	if (strcmp(d->cfg->driver, ctl_driver_k8s.name)) {
-		cfg = (struct ctl_config *)(uintptr_t)d->cfg;
-		free(cfg->driver);
-		cfg->driver = xstrdup(ctl_driver_k8s.name);
-	}
 	orc_log(ORC_LOG_INFO, "kubernetes driver", "api", kd->cfg.api_url, "namespace", kd->cfg.ns,
 		"agent_image", kd->cfg.agent_image, NULL);
 	return 0;
