@@ -337,19 +337,16 @@ int api_agent_uri_parse(char out[API_MAX_ID + 1], const char *uri);
 int api_pty_end_handle(struct api_req *r);
 
 void api_auth_init(void);
-/* Drop the cached entries of one key_id (revocation). */
-void api_auth_evict(const char *key_id);
-/* Drop everything (the listener lost notifications). */
-void api_auth_evict_all(void);
-/* Write pending last_used_at updates on c (called by the listener). */
-void api_auth_flush_touches(PGconn *c);
+/* NOTIFY orchard_key: drop the cached entries of key_id (revocation), or
+ * of every key when key_id is NULL (notifications may have been missed). */
+void api_auth_notified(const char *key_id);
 
 /* key_revoke.c: a revoked key's open PTY sessions and agent streams end
  * (the listener queues each revoked key_id; one thread tells the agents). */
 int api_key_revoke_start(void);
-void api_key_revoke_queue(const char *key_id);
-/* The listener (re)connected: queue the keys revoked in the last hour. */
-void api_key_revoke_recent(PGconn *c);
+/* NOTIFY orchard_key: queue key_id; NULL (the listener (re)connected):
+ * queue the keys revoked in the last hour. */
+void api_key_revoke_notified(const char *key_id);
 /* 1 when the key with api_keys.id id (a request's key_id) has been revoked
  * since this process started: a long stream it holds ends. */
 int api_key_revoked(const char *id);
@@ -379,8 +376,6 @@ void api_waiter_init(struct api_waiter *w, enum api_channel chan, const char *id
 int api_waiter_wait(struct api_waiter *w, int64_t deadline_ms);
 /* Wake waiters of (chan, id) in this process (also done by NOTIFY). */
 void api_notify_local(enum api_channel chan, const char *id);
-/* Current value of the key-revocation generation (auth.c uses it). */
-uint64_t api_notify_key_gen(void);
 
 /* ---- views.c: rows to JSON -------------------------------------------- */
 
@@ -448,6 +443,9 @@ int api_lane_run(PGresult **out, struct api_lane_entry *e, int64_t deadline_ms,
 void api_lanes_wake(const char *sandbox_id);
 /* The same for every sandbox (notifications may have been lost). */
 void api_lanes_wake_all(void);
+/* NOTIFY orchard_lane/orchard_sandbox: api_lanes_wake, or with NULL
+ * (notifications may have been missed) api_lanes_wake_all. */
+void api_lanes_notified(const char *sandbox_id);
 /* jobs.c: the tenant's job (the caller PQclear()s); ORC_ENOTFOUND. */
 int api_job_fetch(PGresult **out, int64_t tenant_id, const char *job_id);
 int api_job_finished(PGresult *res);

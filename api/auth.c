@@ -7,8 +7,10 @@
  * of the secret, looked up by key_id. Verified (and rejected) keys are cached
  * for CACHE_TTL_MS, keyed by SHA-256 of the full key and compared in constant
  * time, so argon2 is paid once per key per minute, not per request. A
- * revocation (NOTIFY orchard_key) evicts at once; a key generation counter
- * keeps a verification that raced with a revocation out of the cache.
+ * revocation (NOTIFY orchard_key, dispatched by notify.c) evicts at once; a
+ * key generation counter keeps a verification that raced with a revocation
+ * out of the cache. A used key's last_used_at is written at most once a
+ * minute, by the request that finds it due, on a pool connection.
  */
 #include <argon2.h>
 #include <openssl/sha.h>
@@ -47,6 +49,7 @@ static struct {
 	struct key_entry sets[CACHE_SETS][CACHE_WAYS];
 	char touches[TOUCH_MAX][24];     /* api_keys.id whose last_used_at is due */
 	int ntouches;
+	uint64_t key_gen;                /* moves on every revocation */
 	sem_t verify_slots;              /* argon2 is memory-hard: bound it */
 	/* The hash an unknown key id is checked against, so that it costs
 	 * what a known id with a wrong secret does (no timing oracle). */
@@ -120,7 +123,7 @@ static void cache_put(const struct key_entry *in, uint64_t key_gen)
 
 	pthread_mutex_lock(&C.lock);
 	/* A key was revoked while we verified: the answer may be stale. */
-	if (key_gen != api_notify_key_gen())
+	if (key_gen != C.key_gen)
 		goto done;
 	for (i = 0; i < CACHE_WAYS; i++) {
 		struct key_entry *e = &set[i];
@@ -141,29 +144,37 @@ done:
 	pthread_mutex_unlock(&C.lock);
 }
 
-void api_auth_evict(const char *key_id)
+void api_auth_notified(const char *key_id)
 {
 	int s, w;
 
 	pthread_mutex_lock(&C.lock);
-	for (s = 0; s < CACHE_SETS; s++)
+	C.key_gen++;
+	if (!key_id)
+		memset(C.sets, 0, sizeof(C.sets));   /* revocations may have been missed */
+	for (s = 0; key_id && s < CACHE_SETS; s++)
 		for (w = 0; w < CACHE_WAYS; w++)
 			if (C.sets[s][w].used && !strcmp(C.sets[s][w].key_id, key_id))
 				C.sets[s][w].used = 0;
 	pthread_mutex_unlock(&C.lock);
 }
 
-void api_auth_evict_all(void)
+static uint64_t key_gen(void)
 {
+	uint64_t g;
+
 	pthread_mutex_lock(&C.lock);
-	memset(C.sets, 0, sizeof(C.sets));
+	g = C.key_gen;
 	pthread_mutex_unlock(&C.lock);
+	return g;
 }
 
-void api_auth_flush_touches(PGconn *c)
+/* Write the due last_used_at updates, if any (best effort). */
+static void flush_touches(void)
 {
 	struct orc_buf ids = ORC_BUF_INIT;
 	const char *params[1];
+	PGconn *c = NULL;
 	int i;
 
 	pthread_mutex_lock(&C.lock);
@@ -172,11 +183,15 @@ void api_auth_flush_touches(PGconn *c)
 	C.ntouches = 0;
 	pthread_mutex_unlock(&C.lock);
 	if (!ids.len)
-		return;
+		goto done;
 	orc_buf_adds(&ids, "}");
 	params[0] = ids.ptr;
+	if (orc_pg_pool_acquire(&api_server.db, &c) < 0)
+		goto done;
 	orc_pg_query(NULL, c, "UPDATE api_keys SET last_used_at = now() WHERE id = ANY($1::bigint[])",
 		     1, params);
+	orc_pg_pool_release(&api_server.db, c);
+done:
 	orc_buf_release(&ids);
 }
 
@@ -260,7 +275,7 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 		if (!api_auth_limit_allows(key_id, addr))
 			return api_reply_error(r, ORC_EFORBIDDEN, "too many failed key checks; "
 					       "try again in a minute");
-		gen = api_notify_key_gen();
+		gen = key_gen();
 		sem_wait(&C.verify_slots);
 		/* Someone may have verified the same key while we queued. */
 		if (cache_get(&e, digest)) {
@@ -278,6 +293,7 @@ int api_auth_check_key(struct api_auth *out, struct api_req *r, const char *key)
 			cache_put(&e, gen);
 		}
 	}
+	flush_touches();
 	if (!e.valid)
 		return api_reply_error(r, ORC_EFORBIDDEN, "invalid or revoked API key");
 	memcpy(out->tenant, e.tenant, sizeof(out->tenant));

@@ -40,6 +40,7 @@ static struct {
 	unsigned head, len;
 	char revoked[REVOKED_MAX][KEY_NUM_MAX];   /* api_keys.id of revoked keys */
 	unsigned nrevoked;                        /* ever added */
+	int recent;                               /* re-read the recent revocations */
 } Q = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static int revoked_locked(const char *id)
@@ -76,7 +77,7 @@ static void revoked_add(const char *id)
 	pthread_mutex_unlock(&Q.lock);
 }
 
-void api_key_revoke_queue(const char *key_id)
+static void queue_key(const char *key_id)
 {
 	if (!orc_key_id_valid(key_id))
 		return;
@@ -153,21 +154,38 @@ fail:
 		"open", "key_id", key_id, NULL);
 }
 
-void api_key_revoke_recent(PGconn *c)
+/* Revocations while the listener was away sent their notification to
+ * nobody: tell the agents again (they ignore a repeat). */
+static void queue_recent(void)
 {
 	PGresult *res = NULL;
+	PGconn *c = NULL;
 	int i;
 
-	/* Revocations while the listener was away sent their notification
-	 * to nobody: tell the agents again (they ignore a repeat). */
-	if (orc_pg_query(&res, c, "SELECT key_id FROM api_keys WHERE revoked_at > now() - interval"
+	if (orc_pg_pool_acquire(&api_server.db, &c) < 0 ||
+	    orc_pg_query(&res, c, "SELECT key_id FROM api_keys WHERE revoked_at > now() - interval"
 			 " '1 hour' ORDER BY revoked_at DESC LIMIT 64", 0, NULL) < 0) {
 		orc_log(ORC_LOG_WARN, "cannot read the recently revoked keys", NULL);
-		return;
+		goto done;
 	}
 	for (i = 0; i < PQntuples(res); i++)
-		api_key_revoke_queue(PQgetvalue(res, i, 0));
+		queue_key(PQgetvalue(res, i, 0));
+done:
 	PQclear(res);
+	if (c)
+		orc_pg_pool_release(&api_server.db, c);
+}
+
+void api_key_revoke_notified(const char *key_id)
+{
+	if (key_id) {
+		queue_key(key_id);
+		return;
+	}
+	pthread_mutex_lock(&Q.lock);
+	Q.recent = 1;
+	pthread_cond_signal(&Q.cond);
+	pthread_mutex_unlock(&Q.lock);
 }
 
 static void *revoke_main(void *arg)
@@ -177,8 +195,14 @@ static void *revoke_main(void *arg)
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&Q.lock);
-		while (!Q.len)
+		while (!Q.len && !Q.recent)
 			pthread_cond_wait(&Q.cond, &Q.lock);
+		if (Q.recent) {
+			Q.recent = 0;
+			pthread_mutex_unlock(&Q.lock);
+			queue_recent();
+			continue;
+		}
 		memcpy(key_id, Q.queue[Q.head], sizeof(key_id));
 		Q.head = (Q.head + 1) % QUEUE_MAX;
 		Q.len--;

@@ -140,6 +140,14 @@ static void lane_drop(struct lane *l)
 	free(l);
 }
 
+void api_lanes_notified(const char *sandbox_id)
+{
+	if (sandbox_id)
+		api_lanes_wake(sandbox_id);
+	else
+		api_lanes_wake_all();   /* notifications may have been missed */
+}
+
 static void *worker_main(void *arg);
 
 /* One more worker thread. Locked. */

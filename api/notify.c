@@ -1,9 +1,11 @@
 /*
- * LISTEN/NOTIFY: one thread with its own connection listens on
- * orchard_sandbox, orchard_job, orchard_key and orchard_lane and turns
- * notifications into wake-ups of waiting request threads, and of the jobs
- * waiting for their turn in a sandbox's lane (lanes.c: orchard_lane when a
- * job of the sandbox ended, orchard_sandbox when the sandbox changed).
+ * LISTEN/NOTIFY: one thread with its own connection listens on the
+ * channels of the handlers[] table and only dispatches: each notification
+ * goes to the handlers of its channel (wake-ups of waiting request threads
+ * here; the jobs waiting for their turn in a sandbox's lane, lanes.c:
+ * orchard_lane when a job of the sandbox ended, orchard_sandbox when the
+ * sandbox changed; the key cache, auth.c; revoked keys' streams,
+ * key_revoke.c). The connection runs nothing but LISTEN.
  *
  * Waiters do not trust payloads: a notification only bumps the generation of
  * a bucket (hash of the row id), and a waiter whose bucket moved re-reads its
@@ -43,14 +45,8 @@ static struct {
 	pthread_cond_t cond[NCONDS];
 	uint64_t gen[API_CHAN_COUNT][NBUCKETS];
 	uint64_t epoch;
-	uint64_t key_gen;
 	char *conninfo;
 } N = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static const char *const channels[] = {
-	"orchard_sandbox", "orchard_job", "orchard_key", "orchard_lane", "orchard_checkpoint",
-	"orchard_job_output", "orchard_checkpoint_taken",
-};
 
 static unsigned bucket_of(const char *id)
 {
@@ -113,52 +109,84 @@ void api_notify_local(enum api_channel chan, const char *id)
 	pthread_mutex_unlock(&N.lock);
 }
 
+/* The listener may have missed notifications: every waiter re-reads. */
 static void bump_epoch(void)
 {
 	int i;
 
 	pthread_mutex_lock(&N.lock);
 	N.epoch++;
-	N.key_gen++;
 	for (i = 0; i < NCONDS; i++)
 		pthread_cond_broadcast(&N.cond[i]);
 	pthread_mutex_unlock(&N.lock);
-	api_lanes_wake_all();
 }
 
-uint64_t api_notify_key_gen(void)
+/* The waits of notify.c's own channels; NULL (missed) is the epoch's. */
+static void on_sandbox(const char *id)
 {
-	uint64_t g;
-
-	pthread_mutex_lock(&N.lock);
-	g = N.key_gen;
-	pthread_mutex_unlock(&N.lock);
-	return g;
+	if (id)
+		api_notify_local(API_CHAN_SANDBOX, id);
 }
+
+static void on_job(const char *id)
+{
+	if (!id)
+		return;
+	api_notify_local(API_CHAN_JOB, id);
+	api_notify_local(API_CHAN_JOB_OUTPUT, id);   /* readers see it end */
+}
+
+static void on_job_output(const char *id)
+{
+	if (id)
+		api_notify_local(API_CHAN_JOB_OUTPUT, id);
+}
+
+static void on_checkpoint(const char *id)
+{
+	if (id)
+		api_notify_local(API_CHAN_CHECKPOINT, id);
+}
+
+/*
+ * Who hears what. A channel may have several rows (LISTENed once); each
+ * handler gets the payload, or NULL when the listener (re)connected and
+ * may have missed notifications: it then re-reads whatever it caches.
+ */
+static const struct {
+	const char *channel;
+	void (*handler)(const char *payload);
+} handlers[] = {
+	{ "orchard_sandbox", on_sandbox },
+	{ "orchard_sandbox", api_lanes_notified },       /* a job waiting in a failed sandbox ends */
+	{ "orchard_job", on_job },
+	{ "orchard_key", api_auth_notified },            /* the key cache (auth.c) */
+	{ "orchard_key", api_key_revoke_notified },      /* its open streams (key_revoke.c) */
+	{ "orchard_lane", api_lanes_notified },
+	{ "orchard_checkpoint", on_checkpoint },
+	{ "orchard_checkpoint_taken", api_step_taken },  /* the step barrier's (step_policy.c) */
+	{ "orchard_job_output", on_job_output },
+};
+
+#define NHANDLERS (sizeof(handlers) / sizeof(*handlers))
 
 static void handle(PGnotify *n)
 {
-	if (!strcmp(n->relname, "orchard_key")) {
-		pthread_mutex_lock(&N.lock);
-		N.key_gen++;
-		pthread_mutex_unlock(&N.lock);
-		api_auth_evict(n->extra);
-		api_key_revoke_queue(n->extra);
-	} else if (!strcmp(n->relname, "orchard_sandbox")) {
-		api_notify_local(API_CHAN_SANDBOX, n->extra);
-		api_lanes_wake(n->extra);   /* a job waiting in a failed sandbox ends */
-	} else if (!strcmp(n->relname, "orchard_lane")) {
-		api_lanes_wake(n->extra);
-	} else if (!strcmp(n->relname, "orchard_job")) {
-		api_notify_local(API_CHAN_JOB, n->extra);
-		api_notify_local(API_CHAN_JOB_OUTPUT, n->extra);   /* readers see it end */
-	} else if (!strcmp(n->relname, "orchard_job_output")) {
-		api_notify_local(API_CHAN_JOB_OUTPUT, n->extra);
-	} else if (!strcmp(n->relname, "orchard_checkpoint")) {
-		api_notify_local(API_CHAN_CHECKPOINT, n->extra);
-	} else if (!strcmp(n->relname, "orchard_checkpoint_taken")) {
-		api_step_taken(n->extra);   /* the step barrier's (step_policy.c) */
-	}
+	size_t i;
+
+	for (i = 0; i < NHANDLERS; i++)
+		if (!strcmp(n->relname, handlers[i].channel))
+			handlers[i].handler(n->extra);
+}
+
+/* Notifications may have been lost (connected, reconnected, or lost). */
+static void missed(void)
+{
+	size_t i;
+
+	bump_epoch();
+	for (i = 0; i < NHANDLERS; i++)
+		handlers[i].handler(NULL);
 }
 
 static int listen_connect(PGconn **out)
@@ -169,9 +197,11 @@ static int listen_connect(PGconn **out)
 
 	if ((err = orc_pg_connect(&c, N.conninfo)) < 0)
 		return err;
-	for (i = 0; i < sizeof(channels) / sizeof(*channels); i++) {
+	for (i = 0; i < NHANDLERS; i++) {
 		char sql[64];
-		snprintf(sql, sizeof(sql), "LISTEN %s", channels[i]);
+		if (i && !strcmp(handlers[i].channel, handlers[i - 1].channel))
+			continue;   /* rows of one channel are adjacent */
+		snprintf(sql, sizeof(sql), "LISTEN %s", handlers[i].channel);
 		if ((err = orc_pg_query(NULL, c, sql, 0, NULL)) < 0) {
 			PQfinish(c);
 			return err;
@@ -208,12 +238,9 @@ static void *listener_main(void *arg)
 			}
 			backoff = 1;
 			/* Anything may have changed while we were not listening. */
-			api_auth_evict_all();
-			bump_epoch();
-			api_key_revoke_recent(c);
+			missed();
 			orc_log(ORC_LOG_INFO, "listening for notifications", NULL);
 		}
-		api_auth_flush_touches(c);
 		drain(c);
 		pfd.fd = PQsocket(c);
 		pfd.events = POLLIN;
@@ -225,8 +252,7 @@ static void *listener_main(void *arg)
 				"error", PQerrorMessage(c), NULL);
 			PQfinish(c);
 			c = NULL;
-			api_auth_evict_all();
-			bump_epoch();
+			missed();
 			continue;
 		}
 		drain(c);
