@@ -6,7 +6,7 @@ import os
 import subprocess
 import uuid
 
-from test_api import assert_error, q
+from test_api import assert_error, exec_wait, q, wait_status
 
 
 def unique(prefix="http"):
@@ -64,6 +64,32 @@ def test_idempotency_key_with_another_body_is_refused_on_exec(stack, admin, sand
     assert key in body["detail"], body
     # nothing ran
     assert stack.scalar("SELECT count(*) FROM jobs WHERE idempotency_key = %s" % q(key)) == jobs == "1"
+
+
+def test_idempotency_key_on_exec_runs_the_command_once(stack, admin, sandbox):
+    """A retried async exec (same key, same body) is the first job, and the
+    sandbox itself shows the command ran once; another body is 422 and runs
+    nothing."""
+    key = unique("idem")
+    runs = "/workspace/%s.runs" % key
+    url = "%s/v1/sandboxes/%s/exec" % (stack.url, sandbox)
+    body = {"command": "sleep 1; echo ran >> %s" % runs, "wait": False}
+    first = admin.post(url, json=body, headers={"Idempotency-Key": key})
+    assert first.status_code == 200, first.text
+    job = first.json()["job_id"]
+    # retried while the first may still run, and again after it finished
+    again = admin.post(url, json=body, headers={"Idempotency-Key": key})
+    assert again.status_code == 200, again.text
+    assert again.json()["job_id"] == job and again.headers["Idempotent-Replayed"] == "true"
+    assert wait_status(stack, admin, job, ("succeeded", "failed"), timeout=60)["status"] == "succeeded"
+    late = admin.post(url, json=body, headers={"Idempotency-Key": key})
+    assert late.status_code == 200 and late.json()["job_id"] == job, late.text
+    other = admin.post(url, json={"command": "echo again >> %s" % runs, "wait": False},
+                       headers={"Idempotency-Key": key})
+    body = assert_error(other, 422)
+    assert key in body["detail"] and "different request body" in body["detail"], body
+    seen = exec_wait(stack, admin, sandbox, "sleep 1; cat %s; rm -f %s" % (runs, runs))
+    assert (seen["exit_code"], seen["stdout"]) == (0, "ran\n"), seen
 
 
 # ---- GET .../files/raw: Range, ETag, Last-Modified ---------------------------
