@@ -20,7 +20,7 @@ import time
 import pytest
 
 import agent_http
-from agent_http import AGENT, REPO, UnixHTTPConnection
+from agent_http import AGENT, REPO, UnixHTTPConnection, stop_agent
 import ws_client
 from busybox import static_busybox
 
@@ -72,16 +72,12 @@ def start_agent(tmp, extra_env=None, argv_prefix=None, sock=None, agent_bin=AGEN
     raise AssertionError("agent did not answer /health")
 
 
-def stop_agent(agent):
-    return agent_http.stop_agent(agent.proc)
-
-
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("agentp"))
     a = start_agent(tmp, {"ORCHARD_AGENT_PTY_GRACE_MS": "20000"})
     yield a
-    rc = stop_agent(a)
+    rc = stop_agent(a.proc)
     assert rc == 0, "agent exited with %s; log:\n%s" % (rc, a.log())
 
 
@@ -550,7 +546,7 @@ def test_pty_detached_session_expires_after_the_grace(tmp_path):
         st = agent_ws(agent.sock, query="?session=" + ready["session_id"]).status
         assert st == 404
     finally:
-        assert stop_agent(agent) == 0
+        assert stop_agent(agent.proc) == 0
 
 
 def test_pty_websocket_close_hangs_up_then_terminates(agent, tmp_path):
@@ -586,14 +582,14 @@ def test_pty_pings_at_the_configured_interval(tmp_path):
         ws.send({"type": "close"})
         ws.until_exit()
     finally:
-        assert stop_agent(agent) == 0
+        assert stop_agent(agent.proc) == 0
 
 
 def test_sigterm_with_an_open_session_ends_it(tmp_path):
     agent = start_agent(str(tmp_path))
     ws, ready = open_session(agent, {"cmd": ["sleep", "100"]})
     t0 = time.time()
-    assert stop_agent(agent) == 0
+    assert stop_agent(agent.proc) == 0
     assert time.time() - t0 < 5
     assert ws.expect_close()[0] == 1001
     assert wait_until(lambda: not alive(ready["pid"]))

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from stack import sha256_file
-from test_cli import CTL, clean_env, ctl, fake_api, home, sctl  # noqa: F401 (fixtures)
+from test_cli import CTL, clean_env, ctl, fake_api, home, sctl, stack_env  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
@@ -347,11 +347,6 @@ class Terminal:
 
     def close(self):
         os.close(self.master)
-
-
-def stack_env(stack, home):
-    return clean_env(home, ORCHARD_URL=stack.url, ORCHARD_API_KEY=stack.admin_key,
-                     ORCHARD_CACERT=stack.cacert, TERM="xterm")
 
 
 def test_shell_on_a_terminal_types_resizes_exits_and_restores_the_terminal(stack, sandbox, home):
