@@ -116,9 +116,21 @@ $(eval $(call program,orchard-admin,admin))
 $(eval $(call program,orchard-supervise,supervise))
 $(eval $(call program,orchard-bench,bench))
 
-$(BINDIR)/unit-tests: $(UNIT_OBJ) $(LIB_A)
+# Each program's objects but its main.o, as an archive that bin/unit-tests
+# links (git's libgit.a): a unit test calls a program's functions without
+# compiling its .c files in, and the linker takes only the objects it needs.
+UNIT_PROGRAMS = api controller agent
+UNIT_A = $(UNIT_PROGRAMS:%=$(OBJDIR)/lib%.a)
+define unit_archive
+$$(OBJDIR)/lib$(1).a: $$(filter-out %/main.o,$$($(1)_SRC:%.c=$$(OBJDIR)/%.o))
+	$$(QUIET_AR)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach m,$(UNIT_PROGRAMS),$(eval $(call unit_archive,$(m))))
+
+$(BINDIR)/unit-tests: $(UNIT_OBJ) $(UNIT_A) $(LIB_A)
 	@mkdir -p $(BINDIR)
-	$(QUIET_LINK)$(CC) -o $@ $(filter %.o %.a,$^) $(ALL_LDFLAGS) $(LIBS_pg) $(call pc,libargon2) $(LIBS_common)
+	$(QUIET_LINK)$(CC) -o $@ $(filter %.o %.a,$^) $(ALL_LDFLAGS) $(api_LIBS) $(controller_LIBS) \
+		-lwslay -lutil -ldl
 
 tools: ## the sandbox-tools bundle (codex, claude, opencode) into bin/sandbox-tools
 	@scripts/tools-build.sh

@@ -1,18 +1,18 @@
 /*
  * The agent's parsers of outside input: request paths (fsutil.c), modes,
  * tar entry names (lib/tar_name.c), base64 (stream_b64.c) and the PTY frames
- * (pty_proto.c). The agent's sources are not linked into bin/unit-tests,
- * so these files are compiled in here; they need libc, json-c and lib/
- * only (base64 is lib/base64.c, linked like the rest of lib/). The fuzz
+ * (pty_proto.c), from the agent's archive (libagent.a, the Makefile). The fuzz
  * targets (tests/fuzz) check that nothing crashes; these check the answers.
  */
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../agent/fsutil.c"
-#include "../../agent/pty_proto.c"
+#include "../../agent/fsutil.h"
+#include "../../agent/pty_proto.h"
 #include "base64.h"
+#include "err.h"
 #include "tar_name.h"
 #include "unit.h"
 
