@@ -42,4 +42,6 @@ extern const struct unit_test pgarray_tests[];
 extern const struct unit_test ws_accept_tests[];
 extern const struct unit_test log_tests[];
 extern const struct unit_test procstat_tests[];
+extern const struct unit_test api_rule_tests[];
+extern const struct unit_test controller_rule_tests[];
 #endif
