@@ -17,6 +17,7 @@ import time
 import pytest
 
 from agent_http import AGENT, TOKEN, Agent, stop_agent
+from procs import alive
 
 
 def wait_for_health(agent, proc, deadline_s=10):
@@ -73,16 +74,6 @@ def agent_proc(workdir):
 @pytest.fixture
 def agent(agent_proc):
     return agent_proc[1]
-
-
-def alive(pid):
-    """True if pid exists and is not a zombie."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
 
 
 def wait_gone(pid, seconds=5):

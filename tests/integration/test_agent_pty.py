@@ -23,6 +23,7 @@ import agent_http
 from agent_http import AGENT, REPO, UnixHTTPConnection, stop_agent
 import ws_client
 from busybox import static_busybox
+from procs import alive
 
 TOKEN = "pty-t0ken"
 INIT_TIMEOUT_MS = 1500
@@ -79,14 +80,6 @@ def agent(tmp_path_factory):
     yield a
     rc = stop_agent(a.proc)
     assert rc == 0, "agent exited with %s; log:\n%s" % (rc, a.log())
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_until(pred, seconds=5.0):

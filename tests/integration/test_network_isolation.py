@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from procs import alive
 from stack import process_argv0
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a veth pair and a netns need root")
@@ -62,14 +63,6 @@ def children(pid):
             return [int(p) for p in f.read().split()]
     except OSError:
         return []
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def slirp_of(stack, sid):

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from stack import STACK_SH, Stack, log_tails, processes_referencing
+from procs import alive
 
 
 def read_pids(var):
@@ -20,14 +21,6 @@ def read_pids(var):
         with open(os.path.join(run, name + ".pid")) as f:
             pids[name] = int(f.read().split()[0])
     return pids
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import time
 import uuid
 
 import requests
+from procs import alive
 
 RUNS = "/workspace/.runs"
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -61,14 +62,6 @@ def pid_of(stack, name):
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def kill(pid, sig=signal.SIGKILL, group=False):
