@@ -126,7 +126,12 @@ struct api_req {
 	char *path_copy;
 	/* Header lines ("Name: value\r\n") every answer to it carries. */
 	struct orc_buf headers;
+	/* Why it failed (api_fail), for api_reply_failed; "" when unset. */
+	char error[512];
 };
+
+/* r's error buffer as the (msg, msglen) pair lib/ functions fill. */
+#define API_ERRBUF(r) (r)->error, sizeof((r)->error)
 
 /* Read params, query and body; a failure has already been replied. */
 int api_req_init(struct api_req *r, FCGX_Request *fcgi);
@@ -171,6 +176,16 @@ int api_reply_error(struct api_req *r, int err, const char *fmt, ...)
 /* Same with extra header lines ("Allow: GET\r\n"). */
 int api_reply_error_h(struct api_req *r, int err, const char *headers, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/*
+ * The error travels with the request (libgit2's git_error_set, curl's
+ * failf): a helper that fails returns api_fail(r, err, fmt, ...), which
+ * keeps the message in r->error and returns err; the handler answers it
+ * with api_reply_failed(r, err). lib/ functions write into API_ERRBUF(r).
+ */
+int api_fail(struct api_req *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Reply err with the message in r->error; returns err. */
+int api_reply_failed(struct api_req *r, int err);
 /* The HTTP status an error code maps to (for logs and tests). */
 int api_err_status(int err);
 /* A 200 NDJSON answer: its headers now (nginx passes lines on unbuffered),
@@ -499,14 +514,13 @@ void api_exec_limit_params(const char *params[4]);
 int api_exec_limit_lock(PGconn *db, int64_t tenant_id);
 int api_exec_limit_lock_job(PGconn *db, const char *job_id);
 /*
- * Under the tenant's exec lock: may a new exec of sandbox_id run at once
- * (*run_now_out 1), or wait (0)? ORC_EQUOTA (msg names the bound) when it
- * would wait and a queue bound is reached.
+ * Under the tenant's exec lock: may a new exec of sandbox r->id run at
+ * once (*run_now_out 1), or wait (0)? ORC_EQUOTA (api_fail names the
+ * bound) when it would wait and a queue bound is reached.
  */
-int api_exec_limit_admit(int *run_now_out, PGconn *db, int64_t tenant_id, const char *sandbox_id,
-			 char *msg, size_t msglen);
-/* 429 with Retry-After for an api_exec_limit_admit refusal. */
-int api_reply_exec_limit(struct api_req *r, const char *msg);
+int api_exec_limit_admit(int *run_now_out, PGconn *db, struct api_req *r);
+/* 429 with Retry-After for an api_exec_limit_admit refusal (r->error). */
+int api_reply_exec_limit(struct api_req *r);
 
 /* ---- job_failure.c: what ended a job (sql/migrations/023) ------------- */
 

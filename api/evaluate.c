@@ -49,28 +49,25 @@ struct eval_run {
 	char ckpt[64];
 };
 
-static int check_file(json_object *f, size_t i, char *msg, size_t msglen)
+static int check_file(json_object *f, size_t i, struct api_req *r)
 {
 	json_object *path = NULL, *text = NULL, *b64 = NULL;
 
 	if (!json_object_is_type(f, json_type_object) ||
 	    !json_object_object_get_ex(f, "path", &path) || !path ||
-	    !json_object_is_type(path, json_type_string)) {
-		snprintf(msg, msglen, "files[%zu] must be an object with a string 'path'", i);
-		return ORC_EINVALID;
-	}
+	    !json_object_is_type(path, json_type_string))
+		return api_fail(r, ORC_EINVALID, "files[%zu] must be an object with a string 'path'",
+				i);
 	json_object_object_get_ex(f, "content", &text);
 	json_object_object_get_ex(f, "content_base64", &b64);
 	if (!!text == !!b64 || (text && !json_object_is_type(text, json_type_string)) ||
-	    (b64 && !json_object_is_type(b64, json_type_string))) {
-		snprintf(msg, msglen, "files[%zu] needs exactly one of 'content' (text) and "
-			 "'content_base64' (a string)", i);
-		return ORC_EINVALID;
-	}
-	return api_check_path(path, "files[].path", msg, msglen);
+	    (b64 && !json_object_is_type(b64, json_type_string)))
+		return api_fail(r, ORC_EINVALID, "files[%zu] needs exactly one of 'content' (text) and "
+				"'content_base64' (a string)", i);
+	return api_check_path(path, "files[].path", API_ERRBUF(r));
 }
 
-static int parse_eval(struct eval_req *e, json_object *body, char *msg, size_t msglen)
+static int parse_eval(struct eval_req *e, json_object *body, struct api_req *r)
 {
 	size_t i, n;
 	int err;
@@ -80,25 +77,22 @@ static int parse_eval(struct eval_req *e, json_object *body, char *msg, size_t m
 	e->step = -1;
 	if (!json_object_object_get_ex(body, "command", &e->command) || !e->command ||
 	    !(json_object_is_type(e->command, json_type_string) ||
-	      json_object_is_type(e->command, json_type_array))) {
-		snprintf(msg, msglen, "field 'command' is required: a string or an argv array");
-		return ORC_EINVALID;
-	}
+	      json_object_is_type(e->command, json_type_array)))
+		return api_fail(r, ORC_EINVALID, "field 'command' is required: a string or an argv "
+				"array");
 	if (json_object_object_get_ex(body, "files", &e->files) && e->files) {
 		if (!json_object_is_type(e->files, json_type_array) ||
-		    (n = json_object_array_length(e->files)) > EVAL_FILES_MAX) {
-			snprintf(msg, msglen, "field 'files' must be an array of at most %d "
-				 "{path, content}", EVAL_FILES_MAX);
-			return ORC_EINVALID;
-		}
+		    (n = json_object_array_length(e->files)) > EVAL_FILES_MAX)
+			return api_fail(r, ORC_EINVALID, "field 'files' must be an array of at most %d "
+					"{path, content}", EVAL_FILES_MAX);
 		for (i = 0; i < n; i++)
-			if ((err = check_file(json_object_array_get_idx(e->files, i), i, msg, msglen)) < 0)
+			if ((err = check_file(json_object_array_get_idx(e->files, i), i, r)) < 0)
 				return err;
 	}
-	if ((err = orc_json_get_int(body, "timeout_seconds", &e->timeout, 1, EVAL_TIMEOUT_MAX, msg,
-				    msglen)) < 0)
+	if ((err = orc_json_get_int(body, "timeout_seconds", &e->timeout, 1, EVAL_TIMEOUT_MAX,
+				    API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_int(body, "step", &e->step, 0, INT64_MAX, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "step", &e->step, 0, INT64_MAX, API_ERRBUF(r))) < 0)
 		return err;
 	return 0;
 }
@@ -257,14 +251,13 @@ int api_sandbox_evaluate(struct api_req *r)
 	struct eval_req e;
 	struct eval_run x;
 	json_object *body, *job = NULL, *rec, *o;
-	char msg[512];
 	size_t i, n;
 	int err;
 
 	if ((err = api_checkpoint_supported(r)) < 0 || (err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_eval(&e, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_eval(&e, body, r)) < 0)
+		return api_reply_failed(r, err);
 	memset(&x, 0, sizeof(x));
 	x.r = r;
 	x.e = &e;

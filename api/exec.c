@@ -61,7 +61,7 @@ struct exec_req {
 	int64_t max_output;       /* per stream; 0: the server default */
 };
 
-static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, char *msg, size_t msglen)
+static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body)
 {
 	json_object *v;
 	const char *accept;
@@ -69,56 +69,50 @@ static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body, 
 
 	memset(x, 0, sizeof(*x));
 	x->timeout = 300;
-	if (!json_object_object_get_ex(body, "command", &x->command) || !x->command) {
-		snprintf(msg, msglen, "field 'command' is required (a string, or an array of strings)");
-		return ORC_EINVALID;
-	}
-	if ((err = api_check_command(x->command, msg, msglen)) < 0)
+	if (!json_object_object_get_ex(body, "command", &x->command) || !x->command)
+		return api_fail(r, ORC_EINVALID, "field 'command' is required (a string, or an "
+				"array of strings)");
+	if ((err = api_check_command(x->command, API_ERRBUF(r))) < 0)
 		return err;
 	/* null means 300; Orchard treats 0 the same way */
-	if ((err = orc_json_get_int(body, "timeout_seconds", &x->timeout, 0, 86400, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "timeout_seconds", &x->timeout, 0, 86400, API_ERRBUF(r))) < 0)
 		return err;
 	if (x->timeout == 0)
 		x->timeout = 300;
 	if (json_object_object_get_ex(body, "cwd", &v) && v) {
-		if ((err = api_check_path(v, "cwd", msg, msglen)) < 0)
+		if ((err = api_check_path(v, "cwd", API_ERRBUF(r))) < 0)
 			return err;
 		x->cwd = json_object_get_string(v);
 	}
-	if ((err = orc_json_get_object(body, "env", &x->env, msg, msglen)) < 0 ||
-	    (x->env && (err = api_check_env(x->env, "env", msg, msglen)) < 0))
+	if ((err = orc_json_get_object(body, "env", &x->env, API_ERRBUF(r))) < 0 ||
+	    (x->env && (err = api_check_env(x->env, "env", API_ERRBUF(r))) < 0))
 		return err;
-	if ((err = orc_json_get_bool(body, "login_shell", &x->login_shell, msg, msglen)) < 0)
+	if ((err = orc_json_get_bool(body, "login_shell", &x->login_shell, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_bool(body, "wait", &x->wait, msg, msglen)) < 0)
+	if ((err = orc_json_get_bool(body, "wait", &x->wait, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_bool(body, "stream", &x->stream, msg, msglen)) < 0)
+	if ((err = orc_json_get_bool(body, "stream", &x->stream, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_bool(body, "serial", &x->serial, msg, msglen)) < 0 ||
-	    (err = orc_json_get_bool(body, "cwd_strict", &x->cwd_strict, msg, msglen)) < 0)
+	if ((err = orc_json_get_bool(body, "serial", &x->serial, API_ERRBUF(r))) < 0 ||
+	    (err = orc_json_get_bool(body, "cwd_strict", &x->cwd_strict, API_ERRBUF(r))) < 0)
 		return err;
 	if ((err = orc_json_get_int(body, "max_output_bytes", &x->max_output, 1, API_OUTPUT_MAX,
-				    msg, msglen)) < 0)
+				    API_ERRBUF(r))) < 0)
 		return err;
 	if ((accept = api_req_param(r, "HTTP_ACCEPT")) && strstr(accept, "application/x-ndjson"))
 		x->stream = 1;
 	if (x->stream)
 		x->wait = 1;
-	if ((err = orc_json_get_bytes(body, "stdin", &x->stdin_data, &x->stdin_len, msg, msglen)) < 0)
+	if ((err = orc_json_get_bytes(body, "stdin", &x->stdin_data, &x->stdin_len, API_ERRBUF(r))) < 0)
 		return err;
-	if (x->stdin_data) {
-		if (x->stdin_len > STDIN_MAX) {
-			snprintf(msg, msglen, "field 'stdin' is larger than %u bytes", STDIN_MAX);
-			return ORC_EINVALID;
-		}
-	}
+	if (x->stdin_data && x->stdin_len > STDIN_MAX)
+		return api_fail(r, ORC_EINVALID, "field 'stdin' is larger than %u bytes", STDIN_MAX);
 	x->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
 	if (x->idempotency_key && !*x->idempotency_key)
 		x->idempotency_key = NULL;
-	if (x->idempotency_key && !api_check_idempotency_key(x->idempotency_key)) {
-		snprintf(msg, msglen, "Idempotency-Key must be 1-255 printable ASCII characters");
-		return API_EBADREQ;
-	}
+	if (x->idempotency_key && !api_check_idempotency_key(x->idempotency_key))
+		return api_fail(r, API_EBADREQ, "Idempotency-Key must be 1-255 printable ASCII "
+				"characters");
 	return 0;
 }
 
@@ -314,19 +308,19 @@ static int insert_job_when_ready(PGresult **claimed_out, int64_t *seq_out, PGcon
  * insert_job under exec limits (exec_limit.c), in the tenant's exec lock:
  * claimed at once only when a slot is free and nothing of the tenant waits
  * ahead of it (wait: false too, for a worker to run: a job that was free to
- * start never counts as queued against the bounds), else queued. ORC_EQUOTA (msg names the bound)
- * when it would wait and a queue bound is reached: nothing is written.
+ * start never counts as queued against the bounds), else queued. ORC_EQUOTA (r->error names
+ * the bound) when it would wait and a queue bound is reached: nothing is written.
  */
 static int insert_limited(PGresult **claimed_out, int64_t *seq_out, PGconn *db, struct api_req *r,
 			  const struct exec_req *x, const char *job_id,
-			  struct api_sandbox_state *state_out, char *msg, size_t msglen)
+			  struct api_sandbox_state *state_out)
 {
 	PGresult *claimed = NULL;
 	int run_now = 0, err;
 
 	if ((err = api_exec_limit_lock(db, r->tenant_id)) < 0)
 		return err;
-	if ((err = api_exec_limit_admit(&run_now, db, r->tenant_id, r->id, msg, msglen)) < 0 ||
+	if ((err = api_exec_limit_admit(&run_now, db, r)) < 0 ||
 	    (err = insert_job(&claimed, seq_out, db, r, x, job_id, run_now, 1, state_out)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
@@ -463,14 +457,14 @@ int api_exec_post(struct api_req *r)
 	PGresult *res = NULL, *claimed = NULL;
 	PGconn *db = NULL;
 	struct api_sandbox_state st;
-	char msg[512], job_id[37];
+	char job_id[37];
 	int64_t seq = 0;
 	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_exec(&x, r, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_exec(&x, r, body)) < 0)
+		return api_reply_failed(r, err);
 	if ((err = api_exec_resume(r, body)) < 0)   /* "resume": true (sandbox_pause.c) */
 		return err;
 	api_step_barrier(r, r->id);                 /* the last step's checkpoint first */
@@ -486,7 +480,7 @@ int api_exec_post(struct api_req *r)
 	new_job_id(job_id);
 	err = insert_job_when_ready(&claimed, &seq, &db, r, &x, job_id, &st);
 	if (err == NEED_LOCK)
-		err = insert_limited(&claimed, &seq, db, r, &x, job_id, &st, msg, sizeof(msg));
+		err = insert_limited(&claimed, &seq, db, r, &x, job_id, &st);
 	if (err == ORC_ECONFLICT && x.idempotency_key) {
 		/* a concurrent retry with the same key inserted first */
 		err = replay(r, &x, &db);
@@ -508,7 +502,7 @@ int api_exec_post(struct api_req *r)
 		/* refused: the key may be used again, for this body or another */
 		if (x.idempotency_key)
 			api_idempotency_unbind(r, "exec", x.idempotency_key);
-		err = api_reply_exec_limit(r, msg);
+		err = api_reply_exec_limit(r);
 		goto done;
 	}
 	if (err < 0) {

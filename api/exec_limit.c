@@ -138,15 +138,15 @@ static int reached(PGresult *res, int c, long long used)
 	return !PQgetisnull(res, 0, c) && used >= num(res, c);
 }
 
-int api_exec_limit_admit(int *run_now_out, PGconn *db, int64_t tenant_id, const char *sandbox_id,
-			 char *msg, size_t msglen)
+int api_exec_limit_admit(int *run_now_out, PGconn *db, struct api_req *r)
 {
+	const char *sandbox_id = r->id;
 	char tenant[24];
 	const char *params[6];
 	PGresult *res = NULL;
 	int err = 0, run_now;
 
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	params[0] = tenant;
 	api_exec_limit_params(params + 1);
 	params[5] = sandbox_id;
@@ -155,17 +155,16 @@ int api_exec_limit_admit(int *run_now_out, PGconn *db, int64_t tenant_id, const 
 	run_now = !reached(res, A_SB, num(res, A_RUN_SB)) && !reached(res, A_TN, num(res, A_RUN_TN)) &&
 		PQgetvalue(res, 0, A_AHEAD)[0] != 't';
 	if (!run_now && reached(res, A_QSB, num(res, A_Q_SB))) {
-		snprintf(msg, msglen, "exec queue full: max_queued_execs_per_sandbox of tenant \"%s\" is "
-			 "%lld and sandbox %s has %lld execs queued (max_execs_per_sandbox: %s running "
-			 "at once)", PQgetvalue(res, 0, A_NAME), num(res, A_QSB), sandbox_id,
-			 num(res, A_Q_SB), PQgetisnull(res, 0, A_SB) ? "no limit" : PQgetvalue(res, 0, A_SB));
-		err = ORC_EQUOTA;
+		err = api_fail(r, ORC_EQUOTA, "exec queue full: max_queued_execs_per_sandbox of "
+			       "tenant \"%s\" is %lld and sandbox %s has %lld execs queued "
+			       "(max_execs_per_sandbox: %s running at once)",
+			       PQgetvalue(res, 0, A_NAME), num(res, A_QSB), sandbox_id, num(res, A_Q_SB),
+			       PQgetisnull(res, 0, A_SB) ? "no limit" : PQgetvalue(res, 0, A_SB));
 	} else if (!run_now && reached(res, A_QTN, num(res, A_Q_TN))) {
-		snprintf(msg, msglen, "exec queue full: max_queued_execs of tenant \"%s\" is %lld and it "
-			 "has %lld execs queued (max_execs: %s running at once)", PQgetvalue(res, 0, A_NAME),
-			 num(res, A_QTN), num(res, A_Q_TN),
-			 PQgetisnull(res, 0, A_TN) ? "no limit" : PQgetvalue(res, 0, A_TN));
-		err = ORC_EQUOTA;
+		err = api_fail(r, ORC_EQUOTA, "exec queue full: max_queued_execs of tenant \"%s\" is "
+			       "%lld and it has %lld execs queued (max_execs: %s running at once)",
+			       PQgetvalue(res, 0, A_NAME), num(res, A_QTN), num(res, A_Q_TN),
+			       PQgetisnull(res, 0, A_TN) ? "no limit" : PQgetvalue(res, 0, A_TN));
 	} else {
 		*run_now_out = run_now;
 	}
@@ -173,7 +172,7 @@ int api_exec_limit_admit(int *run_now_out, PGconn *db, int64_t tenant_id, const 
 	return err;
 }
 
-int api_reply_exec_limit(struct api_req *r, const char *msg)
+int api_reply_exec_limit(struct api_req *r)
 {
-	return api_reply_quota(r, EXEC_RETRY_S, msg);
+	return api_reply_quota(r, EXEC_RETRY_S, r->error);
 }

@@ -55,33 +55,30 @@ static int query_path(const char **out, struct api_req *r, const char *def)
 }
 
 /* A JSON field 'path': a non-empty string without NUL, shorter than 4096. */
-static int body_path(const char **out, json_object *body, char *msg, size_t msglen)
+static int body_path(const char **out, json_object *body, struct api_req *r)
 {
 	const char *p = NULL;
 	int err;
 
-	if ((err = orc_json_get_str(body, "path", &p, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "path", &p, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 1 || !*p) {
-		snprintf(msg, msglen, "field 'path' is required (a file path)");
-		return ORC_EINVALID;
-	}
-	if (strlen(p) >= API_PATH_MAX) {
-		snprintf(msg, msglen, "field 'path' is longer than %d bytes", API_PATH_MAX - 1);
-		return ORC_EINVALID;
-	}
+	if (err == 1 || !*p)
+		return api_fail(r, ORC_EINVALID, "field 'path' is required (a file path)");
+	if (strlen(p) >= API_PATH_MAX)
+		return api_fail(r, ORC_EINVALID, "field 'path' is longer than %d bytes",
+				API_PATH_MAX - 1);
 	*out = p;
 	return 0;
 }
 
 /* A JSON field 'mode' (optional; *out NULL when absent): octal, at most 07777,
  * at most 5 digits (as the agent's agent_parse_mode reads it). */
-static int body_mode(const char **out, json_object *body, char *msg, size_t msglen)
+static int body_mode(const char **out, json_object *body, struct api_req *r)
 {
 	const char *m = NULL, *p;
 	int err;
 
-	if ((err = orc_json_get_str(body, "mode", &m, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "mode", &m, API_ERRBUF(r))) < 0)
 		return err;
 	if (err == 1) {
 		*out = NULL;
@@ -89,10 +86,9 @@ static int body_mode(const char **out, json_object *body, char *msg, size_t msgl
 	}
 	for (p = m; *p == '0'; p++)
 		;
-	if (!*m || strspn(m, "01234567") != strlen(m) || strlen(p) > 4 || strlen(m) > 5) {
-		snprintf(msg, msglen, "field 'mode' must be an octal string such as \"0644\", at most 07777");
-		return ORC_EINVALID;
-	}
+	if (!*m || strspn(m, "01234567") != strlen(m) || strlen(p) > 4 || strlen(m) > 5)
+		return api_fail(r, ORC_EINVALID, "field 'mode' must be an octal string such as "
+				"\"0644\", at most 07777");
 	*out = m;
 	return 0;
 }
@@ -332,7 +328,6 @@ static int upload_body(json_object **out, struct upload_req *u, struct api_req *
 	struct orc_buf rest = ORC_BUF_INIT;
 	size_t start, end;
 	json_object *o = NULL;
-	char msg[256];
 	int err;
 
 	if (find_content(&start, &end, s, r->body.len) < 0 || memchr(s + start, '\\', end - start))
@@ -344,48 +339,41 @@ static int upload_body(json_object **out, struct upload_req *u, struct api_req *
 		orc_buf_release(&rest);
 		return api_req_json_body(out, r);
 	}
-	err = orc_json_parse_object(&o, orc_buf_cstr(&rest), rest.len, msg, sizeof(msg));
+	err = orc_json_parse_object(&o, orc_buf_cstr(&rest), rest.len, API_ERRBUF(r));
 	orc_buf_release(&rest);
 	if (err < 0)
-		return api_reply_error(r, API_EBADREQ, "%s", msg);
+		return api_reply_failed(r, API_EBADREQ);
 	u->content = s + start;
 	u->content_len = end - start;
 	*out = api_own_json(r, o);
 	return 0;
 }
 
-/* The fields of an upload body: 0, or ORC_EINVALID / API_EBADREQ and msg. */
-static int parse_upload(struct upload_req *u, json_object *body, char *msg, size_t msglen)
+/* The fields of an upload body: 0, or ORC_EINVALID / API_EBADREQ (api_fail). */
+static int parse_upload(struct upload_req *u, json_object *body, struct api_req *r)
 {
 	json_object *c = NULL;
 	int err;
 
-	if ((err = body_path(&u->path, body, msg, msglen)) < 0 ||
-	    (err = body_mode(&u->mode, body, msg, msglen)) < 0)
+	if ((err = body_path(&u->path, body, r)) < 0 ||
+	    (err = body_mode(&u->mode, body, r)) < 0)
 		return err;
-	if (!json_object_object_get_ex(body, "content", &c) || !c) {
-		snprintf(msg, msglen, "field 'content' is required (the file's bytes as standard base64)");
-		return ORC_EINVALID;
-	}
-	if (!json_object_is_type(c, json_type_string)) {
-		snprintf(msg, msglen, "field 'content' must be a base64 string");
-		return ORC_EINVALID;
-	}
+	if (!json_object_object_get_ex(body, "content", &c) || !c)
+		return api_fail(r, ORC_EINVALID, "field 'content' is required (the file's bytes as "
+				"standard base64)");
+	if (!json_object_is_type(c, json_type_string))
+		return api_fail(r, ORC_EINVALID, "field 'content' must be a base64 string");
 	if (!u->content) {
 		u->content_json = c;
 		u->content = json_object_get_string(c);
 		u->content_len = (size_t)json_object_get_string_len(c);
 	}
-	if (b64_measure(&u->size, u->sha256, u->content, u->content_len) < 0) {
-		snprintf(msg, msglen, "field 'content' is not valid base64 (standard alphabet, padding "
-			 "optional, no whitespace)");
-		return API_EBADREQ;
-	}
-	if (u->size > B64_FILE_MAX) {
-		snprintf(msg, msglen, "field 'content' decodes to more than 64 MiB, the limit of POST "
-			 "/files (base64): upload it with PUT /files/raw");
-		return ORC_ETOOBIG;
-	}
+	if (b64_measure(&u->size, u->sha256, u->content, u->content_len) < 0)
+		return api_fail(r, API_EBADREQ, "field 'content' is not valid base64 (standard "
+				"alphabet, padding optional, no whitespace)");
+	if (u->size > B64_FILE_MAX)
+		return api_fail(r, ORC_ETOOBIG, "field 'content' decodes to more than 64 MiB, the "
+				"limit of POST /files (base64): upload it with PUT /files/raw");
 	return 0;
 }
 
@@ -395,14 +383,13 @@ int api_files_upload(struct api_req *r)
 	struct upload_req u = { 0 };
 	json_object *body, *d, *ans, *v;
 	struct api_agent a;
-	char msg[512];
 	long status = 0;
 	int err;
 
 	if ((err = upload_body(&body, &u, r)) < 0)
 		return err;
-	if ((err = parse_upload(&u, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_upload(&u, body, r)) < 0)
+		return api_reply_failed(r, err);
 	if ((err = api_agent_get(&a, r)) < 0)
 		return err;
 	/* The agent reads the same fields from the same bytes. */
@@ -511,16 +498,16 @@ done:
 	return err;
 }
 
-/* The fields of a mkdir body {path, parents: true, mode?}: 0, or ORC_EINVALID and msg. */
+/* The fields of a mkdir body {path, parents: true, mode?}: 0, or ORC_EINVALID (api_fail). */
 static int parse_mkdir(const char **path, const char **mode, int *parents, json_object *body,
-		       char *msg, size_t msglen)
+		       struct api_req *r)
 {
 	int err;
 
 	*parents = 1;
-	if ((err = body_path(path, body, msg, msglen)) < 0 ||
-	    (err = body_mode(mode, body, msg, msglen)) < 0 ||
-	    (err = orc_json_get_bool(body, "parents", parents, msg, msglen)) < 0)
+	if ((err = body_path(path, body, r)) < 0 ||
+	    (err = body_mode(mode, body, r)) < 0 ||
+	    (err = orc_json_get_bool(body, "parents", parents, API_ERRBUF(r))) < 0)
 		return err;
 	return 0;
 }
@@ -529,13 +516,12 @@ int api_files_mkdir(struct api_req *r)
 {
 	json_object *body, *d;
 	const char *path, *mode;
-	char msg[512];
 	int parents, err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_mkdir(&path, &mode, &parents, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_mkdir(&path, &mode, &parents, body, r)) < 0)
+		return api_reply_failed(r, err);
 	d = json_object_new_object();
 	json_object_object_add(d, "path", json_object_new_string(path));
 	json_object_object_add(d, "parents", json_object_new_boolean(parents));

@@ -35,18 +35,16 @@ static json_object *copy_field(json_object *o, const char *k)
 }
 
 /* Optional cwd: a string path, checked like a file path. */
-static int body_cwd(const char **out, json_object *body, char *msg, size_t msglen)
+static int body_cwd(const char **out, json_object *body, struct api_req *r)
 {
 	const char *c = NULL;
 	int err;
 
-	if ((err = orc_json_get_str(body, "cwd", &c, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "cwd", &c, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 0 && (!*c || strlen(c) >= API_PATH_MAX)) {
-		snprintf(msg, msglen, "field 'cwd' must be a non-empty path shorter than %d bytes",
-			 API_PATH_MAX);
-		return ORC_EINVALID;
-	}
+	if (err == 0 && (!*c || strlen(c) >= API_PATH_MAX))
+		return api_fail(r, ORC_EINVALID, "field 'cwd' must be a non-empty path shorter than "
+				"%d bytes", API_PATH_MAX);
 	*out = err == 0 ? c : NULL;
 	return 0;
 }
@@ -88,8 +86,8 @@ struct apply_req {
 	const char *cwd;              /* NULL: the workspace */
 };
 
-/* The fields of an apply_patch body: 0, or ORC_EINVALID and msg. */
-static int parse_apply(struct apply_req *a, json_object *body, char *msg, size_t msglen)
+/* The fields of an apply_patch body: 0, or ORC_EINVALID (api_fail). */
+static int parse_apply(struct apply_req *a, json_object *body, struct api_req *r)
 {
 	int err;
 
@@ -97,16 +95,15 @@ static int parse_apply(struct apply_req *a, json_object *body, char *msg, size_t
 	a->timeout = APPLY_TIMEOUT_DEFAULT_S;
 	a->check = 0;
 	a->cwd = NULL;
-	if ((err = orc_json_get_str(body, "patch", &a->patch, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "patch", &a->patch, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 1) {
-		snprintf(msg, msglen, "field 'patch' is required (a unified or git diff)");
-		return ORC_EINVALID;
-	}
-	if ((err = orc_json_get_int(body, "timeout_seconds", &a->timeout, 0, APPLY_TIMEOUT_MAX_S, msg,
-				    msglen)) < 0 ||
-	    (err = orc_json_get_bool(body, "check", &a->check, msg, msglen)) < 0 ||
-	    (err = body_cwd(&a->cwd, body, msg, msglen)) < 0)
+	if (err == 1)
+		return api_fail(r, ORC_EINVALID, "field 'patch' is required (a unified or git "
+				"diff)");
+	if ((err = orc_json_get_int(body, "timeout_seconds", &a->timeout, 0, APPLY_TIMEOUT_MAX_S,
+				    API_ERRBUF(r))) < 0 ||
+	    (err = orc_json_get_bool(body, "check", &a->check, API_ERRBUF(r))) < 0 ||
+	    (err = body_cwd(&a->cwd, body, r)) < 0)
 		return err;
 	if (a->timeout == 0)
 		a->timeout = APPLY_TIMEOUT_DEFAULT_S;
@@ -119,14 +116,13 @@ int api_git_apply(struct api_req *r)
 	json_object *body, *req, *ans = NULL, *d, *reply;
 	struct apply_req ap;
 	const char *cwd;
-	char msg[512];
 	long status = 0;
 	int check, err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_apply(&ap, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_apply(&ap, body, r)) < 0)
+		return api_reply_failed(r, err);
 	cwd = ap.cwd;
 	check = ap.check;
 	req = api_own_json(r, json_object_new_object());
@@ -208,23 +204,22 @@ done:
 }
 
 /* The fields of a reset body {ref?, cwd?, remove_ignored?} (NULL when
- * absent): 0, or ORC_EINVALID and msg. */
+ * absent): 0, or ORC_EINVALID (api_fail). */
 static int parse_reset(const char **ref, const char **cwd, int *remove_ignored, json_object *body,
-		       char *msg, size_t msglen)
+		       struct api_req *r)
 {
 	int err;
 
 	*ref = NULL;
 	*cwd = NULL;
 	*remove_ignored = 0;
-	if ((err = orc_json_get_str(body, "ref", ref, msg, msglen)) < 0 ||
-	    (err = body_cwd(cwd, body, msg, msglen)) < 0 ||
-	    (err = orc_json_get_bool(body, "remove_ignored", remove_ignored, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "ref", ref, API_ERRBUF(r))) < 0 ||
+	    (err = body_cwd(cwd, body, r)) < 0 ||
+	    (err = orc_json_get_bool(body, "remove_ignored", remove_ignored, API_ERRBUF(r))) < 0)
 		return err;
-	if (*ref && (!**ref || strlen(*ref) > 1024)) {
-		snprintf(msg, msglen, "field 'ref' must be a non-empty string of at most 1024 bytes");
-		return ORC_EINVALID;
-	}
+	if (*ref && (!**ref || strlen(*ref) > 1024))
+		return api_fail(r, ORC_EINVALID, "field 'ref' must be a non-empty string of at most "
+				"1024 bytes");
 	return 0;
 }
 
@@ -239,8 +234,8 @@ int api_git_reset(struct api_req *r)
 
 	if ((err = api_req_json_body_opt(&body, r)) < 0)
 		return err;
-	if ((err = parse_reset(&ref, &cwd, &remove_ignored, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_reset(&ref, &cwd, &remove_ignored, body, r)) < 0)
+		return api_reply_failed(r, err);
 	req = api_own_json(r, json_object_new_object());
 	if (ref)
 		json_object_object_add(req, "ref", json_object_new_string(ref));

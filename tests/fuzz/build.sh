@@ -34,20 +34,20 @@ SRC[git_patch]="agent/git_patch.c agent/dl_git.c agent/dl.c agent/dl_archive.c";
 LIBS[git_patch]="-ldl $($PKG_CONFIG --libs libgit2)"   # git_patch_* of the checks: not in the agent's table
 SRC[pty_frame]="agent/pty_proto.c";                  INC[pty_frame]=agent
 SRC[exec_request]="agent/cancel.c";                  INC[exec_request]=agent
-SRC[api_create]="api/validate.c api/step_policy.c"; INC[api_create]=api
-SRC[api_exec]="api/validate.c";                      INC[api_exec]=api
+SRC[api_create]="api/validate.c api/step_policy.c api/fail.c"; INC[api_create]=api
+SRC[api_exec]="api/validate.c api/fail.c";           INC[api_exec]=api
 INC[api_query]=api
 SRC[k8s_event]="controller/k8s_podstate.c controller/k8s_pod.c"; INC[k8s_event]=controller
 # The api targets of fuzz_req.h include api/request.c (api_req_release
 # calls PQclear: libpq is linked, never connected) and the handler file.
 LIBS_REQ="-lfcgi $($PKG_CONFIG --libs libpq)"
-SRC[api_route]="api/tenant_share.c api/rate_limit.c"; INC[api_route]=api; LIBS[api_route]=$LIBS_REQ
-SRC[api_files]="api/sandbox_agent.c agent/files_base64.c agent/fsutil.c"; INC[api_files]=api
+SRC[api_route]="api/tenant_share.c api/rate_limit.c api/fail.c"; INC[api_route]=api; LIBS[api_route]=$LIBS_REQ
+SRC[api_files]="api/sandbox_agent.c api/fail.c agent/files_base64.c agent/fsutil.c"; INC[api_files]=api
 LIBS[api_files]="$LIBS_REQ $($PKG_CONFIG --libs libcrypto)"
-INC[api_git]=api;                                    LIBS[api_git]=$LIBS_REQ
-SRC[api_admin]="api/step_policy.c"; INC[api_admin]=api; LIBS[api_admin]=$LIBS_REQ
-INC[api_replay]=api;                                 LIBS[api_replay]=$LIBS_REQ
-SRC[api_params]="api/cursor.c api/sandbox_agent.c api/validate.c"; INC[api_params]=api
+SRC[api_git]="api/fail.c"; INC[api_git]=api;          LIBS[api_git]=$LIBS_REQ
+SRC[api_admin]="api/step_policy.c api/fail.c"; INC[api_admin]=api; LIBS[api_admin]=$LIBS_REQ
+SRC[api_replay]="api/fail.c"; INC[api_replay]=api;    LIBS[api_replay]=$LIBS_REQ
+SRC[api_params]="api/cursor.c api/sandbox_agent.c api/validate.c api/fail.c"; INC[api_params]=api
 LIBS[api_params]=$LIBS_REQ
 SRC[agent_body]="agent/files_args.c agent/fsutil.c"; INC[agent_body]=agent
 LIBS[agent_body]="$($PKG_CONFIG --libs libmicrohttpd)"

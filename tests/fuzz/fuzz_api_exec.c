@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (orc_json_parse_object(&body, (const char *)data + skip, size - skip, msg, sizeof(msg)) < 0)
 		goto done;
 	msg[0] = '\0';
-	if ((err = parse_exec(&x, &r, body, msg, sizeof(msg))) < 0) {
-		FUZZ_ASSERT(msg[0]);
+	if ((err = parse_exec(&x, &r, body)) < 0) {
+		FUZZ_ASSERT(r.error[0]);
 		goto done;
 	}
 	FUZZ_ASSERT(x.command && api_check_command(x.command, msg, sizeof(msg)) == 0);

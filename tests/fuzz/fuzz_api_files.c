@@ -110,13 +110,12 @@ static void bodies(struct api_req *r, json_object *body)
 	struct upload_req u = { 0 };
 	const char *path = NULL, *mode = NULL;
 	json_object *v = NULL;
-	char msg[512];
 	int parents = -1, err;
 
 	if (json_object_object_get_ex(body, "content", &v) && json_object_is_type(v, json_type_string))
 		check_b64(json_object_get_string(v), (size_t)json_object_get_string_len(v));
-	msg[0] = '\0';
-	if ((err = parse_upload(&u, body, msg, sizeof(msg))) == 0) {
+	r->error[0] = '\0';
+	if ((err = parse_upload(&u, body, r)) == 0) {
 		FUZZ_ASSERT(fuzz_is_field(body, "path", u.path) && *u.path && strlen(u.path) < API_PATH_MAX);
 		FUZZ_ASSERT(!u.mode || fuzz_is_field(body, "mode", u.mode));
 		check_mode(u.mode);
@@ -124,20 +123,19 @@ static void bodies(struct api_req *r, json_object *body)
 		FUZZ_ASSERT(u.content == json_object_get_string(u.content_json));
 		FUZZ_ASSERT(strlen(u.sha256) == 64 && u.size <= B64_FILE_MAX);
 	} else {
-		FUZZ_ASSERT((err == ORC_EINVALID || err == API_EBADREQ || err == ORC_ETOOBIG) && msg[0]);
+		FUZZ_ASSERT((err == ORC_EINVALID || err == API_EBADREQ || err == ORC_ETOOBIG) && r->error[0]);
 	}
 	check_scan(r, body);
-	msg[0] = '\0';
-	if ((err = parse_mkdir(&path, &mode, &parents, body, msg, sizeof(msg))) == 0) {
+	r->error[0] = '\0';
+	if ((err = parse_mkdir(&path, &mode, &parents, body, r)) == 0) {
 		FUZZ_ASSERT(fuzz_is_field(body, "path", path) && *path && strlen(path) < API_PATH_MAX);
 		check_mode(mode);
 		FUZZ_ASSERT(parents == 0 || parents == 1);
 		if (!json_object_object_get_ex(body, "parents", &v) || !v)
 			FUZZ_ASSERT(parents == 1);
 	} else {
-		FUZZ_ASSERT(err == ORC_EINVALID && msg[0]);
+		FUZZ_ASSERT(err == ORC_EINVALID && r->error[0]);
 	}
-	(void)r;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

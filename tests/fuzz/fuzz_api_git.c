@@ -34,7 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct api_req r;
 	json_object *body, *v = NULL;
 	const char *cwd = NULL, *q, *ref = NULL;
-	char msg[512];
 	int remove_ignored = -1, err;
 
 	if (fuzz_req_init(&r, data, size) < 0)
@@ -47,8 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(body = fuzz_req_body(&r)))
 		goto done;
 
-	msg[0] = '\0';
-	if ((err = parse_apply(&ap, body, msg, sizeof(msg))) == 0) {
+	r.error[0] = '\0';
+	if ((err = parse_apply(&ap, body, &r)) == 0) {
 		FUZZ_ASSERT(fuzz_is_field(body, "patch", ap.patch));
 		FUZZ_ASSERT(ap.timeout >= 1 && ap.timeout <= APPLY_TIMEOUT_MAX_S);
 		if (!json_object_object_get_ex(body, "timeout_seconds", &v) || !v ||
@@ -59,17 +58,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(ap.check == bool_field(body, "check", 0));
 		check_cwd(body, ap.cwd);
 	} else {
-		FUZZ_ASSERT(err == ORC_EINVALID && msg[0]);
+		FUZZ_ASSERT(err == ORC_EINVALID && r.error[0]);
 	}
 
-	msg[0] = '\0';
+	r.error[0] = '\0';
 	cwd = NULL;
-	if ((err = parse_reset(&ref, &cwd, &remove_ignored, body, msg, sizeof(msg))) == 0) {
+	if ((err = parse_reset(&ref, &cwd, &remove_ignored, body, &r)) == 0) {
 		FUZZ_ASSERT(!ref || (fuzz_is_field(body, "ref", ref) && *ref && strlen(ref) <= 1024));
 		check_cwd(body, cwd);
 		FUZZ_ASSERT(remove_ignored == bool_field(body, "remove_ignored", 0));
 	} else {
-		FUZZ_ASSERT(err == ORC_EINVALID && msg[0]);
+		FUZZ_ASSERT(err == ORC_EINVALID && r.error[0]);
 	}
 done:
 	api_req_release(&r);
