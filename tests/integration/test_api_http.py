@@ -4,13 +4,8 @@ marked; through requests and curl against the real stack.
 """
 import os
 import subprocess
-import uuid
 
-from test_api import assert_error, exec_wait, q, wait_status
-
-
-def unique(prefix="http"):
-    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+from test_api import assert_error, exec_wait, q, unique, wait_status
 
 
 def test_idempotency_key_with_another_body_is_refused_on_create(stack, admin):

@@ -17,6 +17,7 @@ import requests
 
 import fcgi_client
 from stack import Stack, log_tails
+from test_api import api_pid
 
 THREADS = 2
 
@@ -28,11 +29,6 @@ def lean():
     s.start()
     yield s
     s.close()
-
-
-def api_pid(stack):
-    with open(os.path.join(stack.run_dir, "api.pid")) as f:
-        return int(f.read().split()[0])
 
 
 def accepted_on(sock_path, pid):

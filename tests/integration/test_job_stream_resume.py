@@ -12,18 +12,13 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 
 import pytest
 
 from stack import BIN
-from test_api import LEASE_S, REAP_S, RENEW_S, RUNNER_DIED, api_pid, assert_error, exec_wait
+from test_api import LEASE_S, REAP_S, RENEW_S, RUNNER_DIED, api_pid, assert_error, exec_wait, unique
 
 READ_TIMEOUT = 120
-
-
-def unique(prefix="js"):
-    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
 
 
 def gated_job(stack, s, sandbox, before="one", after_err="two", after="three", **kw):

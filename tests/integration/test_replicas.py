@@ -17,11 +17,7 @@ import pytest
 
 import fcgi_client
 from stack import BIN
-
-
-def api_pid(stack):
-    with open(os.path.join(stack.run_dir, "api.pid")) as f:
-        return int(f.read().split()[0])
+from test_api import api_pid
 
 
 @pytest.fixture(scope="module")

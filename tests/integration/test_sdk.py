@@ -17,6 +17,7 @@ import requests
 
 import orchard_sdk
 from orchard_sdk import sdk_env
+from test_api import api_pid
 
 orchard_env = orchard_sdk.load()
 from orchard_env import (AsyncSandboxClient, AsyncSandboxInstance, JobResult,  # noqa: E402
@@ -428,11 +429,6 @@ def test_orchards_example_flow(stack, tmp_path):
 
 
 # ---- a 64 MiB file through the base64 routes -------------------------------------------
-
-
-def api_pid(stack):
-    with open(os.path.join(stack.run_dir, "api.pid")) as f:
-        return int(f.read().split()[0])
 
 
 def peak_rss_reset(pid):
