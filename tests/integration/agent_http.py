@@ -77,32 +77,46 @@ class Agent:
         return self.request("POST", "/exec/cancel", {"job_id": job_id})
 
 
-def start_agent(tmp, extra_env=None, token=TOKEN):
+def wait_for_health(agent, proc, deadline_s=10):
+    """The body of the agent's first 200 to GET /health; AssertionError when
+    proc exits first or deadline_s pass."""
+    end = time.time() + deadline_s
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise AssertionError("agent exited with %s" % proc.returncode)
+        try:
+            status, body, _ = agent.request("GET", "/health", timeout=2)
+            if status == 200:
+                return body
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("agent did not answer /health")
+
+
+def start_agent(tmp, extra_env=None, token=TOKEN, sock=None, log_level="info"):
+    """bin/orchard-agent on sock (default tmp/agent.sock), logging to
+    tmp/agent.log; (process, Agent) once it answers /health."""
     if not os.access(AGENT, os.X_OK):
         raise AssertionError("%s is missing: run `make bin/orchard-agent`" % AGENT)
-    sock = os.path.join(tmp, "agent.sock")
+    sock = sock or os.path.join(tmp, "agent.sock")
     token_file = os.path.join(tmp, "token")
     with open(token_file, "w") as f:
         f.write(token + "\n")
     env = dict(os.environ)
-    env["ORCHARD_LOG_LEVEL"] = "info"
+    env["ORCHARD_LOG_LEVEL"] = log_level
     env.update(extra_env or {})
     with open(os.path.join(tmp, "agent.log"), "ab") as log:
         proc = subprocess.Popen([AGENT, "--listen", "unix:" + sock, "--token-file", token_file],
                                 env=env, stdout=log, stderr=log)
     agent = Agent(sock, token, proc.pid)
-    end = time.time() + 10
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise AssertionError("agent exited with %s" % proc.returncode)
-        try:
-            if agent.request("GET", "/health", timeout=2)[0] == 200:
-                return proc, agent
-        except OSError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("agent did not answer /health")
+    try:
+        wait_for_health(agent, proc)
+    except AssertionError:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, agent
 
 
 def stop_agent(proc):

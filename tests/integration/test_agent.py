@@ -16,42 +16,8 @@ import time
 
 import pytest
 
-from agent_http import AGENT, TOKEN, Agent, stop_agent
+from agent_http import AGENT, TOKEN, Agent, start_agent, stop_agent, wait_for_health
 from procs import alive
-
-
-def wait_for_health(agent, proc, deadline_s=10):
-    end = time.time() + deadline_s
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise AssertionError("agent exited with %s" % proc.returncode)
-        try:
-            status, body, _ = agent.request("GET", "/health", timeout=2)
-            if status == 200:
-                return body
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("agent did not answer /health")
-
-
-def start_agent(tmp, sock=None, token=TOKEN, extra_env=None):
-    if not os.access(AGENT, os.X_OK):
-        pytest.fail("%s is missing: run `make bin/orchard-agent`" % AGENT, pytrace=False)
-    sock = sock or os.path.join(tmp, "agent.sock")
-    token_file = os.path.join(tmp, "token")
-    with open(token_file, "w") as f:
-        f.write(token + "\n")
-    env = dict(os.environ)
-    env.update({"ORCHARD_LOG_LEVEL": "debug"})
-    env.update(extra_env or {})
-    log = open(os.path.join(tmp, "agent.log"), "ab")
-    proc = subprocess.Popen([AGENT, "--listen", "unix:" + sock, "--token-file", token_file],
-                            env=env, stdout=log, stderr=log)
-    log.close()
-    agent = Agent(sock, token)
-    wait_for_health(agent, proc)
-    return proc, agent
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +27,7 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def agent_proc(workdir):
-    proc, agent = start_agent(workdir, extra_env={
+    proc, agent = start_agent(workdir, log_level="debug", extra_env={
         "ORCHARD_SECRET_FOR_TEST": "must-not-leak",
         "AGENT_TEST_INHERITED": "from-agent",
         "AGENT_TEST_OVERRIDE": "agent-value",
@@ -463,7 +429,7 @@ def test_stale_socket_is_replaced_and_removed_on_sigterm(tmp_path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(sock)
     s.close()  # leaves a socket file nobody listens on
-    proc, agent = start_agent(str(tmp_path), sock=sock)
+    proc, agent = start_agent(str(tmp_path), sock=sock, log_level="debug")
     try:
         assert os.stat(sock).st_mode & 0o777 == 0o666
         assert agent.request("GET", "/health")[0] == 200
@@ -511,7 +477,7 @@ def test_socket_name_appears_only_once_listening(tmp_path):
 
 
 def test_sigterm_during_an_exec_kills_the_command_and_exits(tmp_path):
-    proc, agent = start_agent(str(tmp_path))
+    proc, agent = start_agent(str(tmp_path), log_level="debug")
     pidfile = str(tmp_path / "cmd.pid")
     t = threading.Thread(target=lambda: _ignore_errors(
         lambda: agent.exec(command="echo $$ > %s; sleep 1000" % pidfile)))

@@ -45,32 +45,11 @@ class Agent(agent_http.Agent):
             return f.read()[-4000:]
 
 
-def start_agent(tmp, extra_env=None, argv_prefix=None, sock=None, agent_bin=AGENT):
-    if not os.access(AGENT, os.X_OK):
-        pytest.fail("%s is missing: run `make bin/orchard-agent`" % AGENT, pytrace=False)
-    sock = sock or os.path.join(tmp, "agent.sock")
-    token_file = os.path.join(tmp, "token")
-    with open(token_file, "w") as f:
-        f.write(TOKEN + "\n")
-    env = dict(os.environ)
-    env.update({"ORCHARD_LOG_LEVEL": "debug",
-                "ORCHARD_AGENT_PTY_INIT_TIMEOUT_MS": str(INIT_TIMEOUT_MS)})
+def start_agent(tmp, extra_env=None):
+    env = {"ORCHARD_AGENT_PTY_INIT_TIMEOUT_MS": str(INIT_TIMEOUT_MS)}
     env.update(extra_env or {})
-    log = open(os.path.join(tmp, "agent.log"), "ab")
-    argv = (argv_prefix or [agent_bin]) + ["--listen", "unix:" + sock, "--token-file", token_file]
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
-    log.close()
-    agent = Agent(sock, proc, tmp)
-    end = time.time() + 10
-    while time.time() < end:
-        assert proc.poll() is None, "agent exited with %s" % proc.returncode
-        try:
-            if agent.request("GET", "/health", timeout=2)[0] == 200:
-                return agent
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError("agent did not answer /health")
+    proc, agent = agent_http.start_agent(tmp, env, token=TOKEN, log_level="debug")
+    return Agent(agent.sock, proc, tmp)
 
 
 @pytest.fixture(scope="module")
