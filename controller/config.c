@@ -51,6 +51,10 @@ static const char usage[] =
 	"                          processes (default 8; 0: one by one in the loop)\n"
 	"  --help                  show this and exit\n"
 	"\n"
+	"orchard-controller reap [options]: stop and remove every sandbox of the state dir\n"
+	"through the driver (list_owned, destroy), then exit; for a stopped controller\n"
+	"(scripts/stack.sh down). The database is not needed.\n"
+	"\n"
 	"Logs are JSON lines on stderr (ORCHARD_LOG_LEVEL=debug|info|warn|error).\n"
 	"Prometheus metrics: ORCHARD_CONTROLLER_METRICS=127.0.0.1:PORT (loopback only).\n"
 	"Exit status: 0 after SIGTERM/SIGINT, 1 on a fatal error or when the\n"
@@ -153,7 +157,7 @@ static int check(struct ctl_config *cfg)
 {
 	int err;
 
-	if (!cfg->database_url || !*cfg->database_url) {
+	if (!cfg->reap && (!cfg->database_url || !*cfg->database_url)) {
 		fprintf(stderr, "orchard-controller: ORCHARD_DATABASE_URL (or --database-url) is required\n");
 		return ORC_EINVALID;
 	}
@@ -366,6 +370,12 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 done:
 	free(bwrap);
 	return err;
+}
+
+int ctl_config_load_reap(struct ctl_config *cfg, int argc, char **argv)
+{
+	cfg->reap = 1;
+	return ctl_config_load(cfg, argc, argv);
 }
 
 void ctl_config_release(struct ctl_config *cfg)

@@ -17,7 +17,8 @@ struct ctl_config {
 				  * TTL guard (default: orchard-watchdog beside the controller) */
 	char *slirp4netns;       /* ORCHARD_SLIRP4NETNS: the egress of block_network:false
 				  * sandboxes (default: slirp4netns in PATH; docs/controller.md) */
-	char *driver;            /* --driver (default "local") */
+	char *driver;            /* ORCHARD_DRIVER / --driver (default "local"); driver.c's
+				  * drivers[] table knows the names */
 	uid_t sandbox_uid;       /* ORCHARD_SANDBOX_UID (root only; default 65534) */
 	gid_t sandbox_gid;       /* ORCHARD_SANDBOX_GID (root only; default 65534) */
 	int drop_privileges;     /* running as root: children setuid to sandbox_uid */
@@ -46,9 +47,12 @@ struct ctl_config {
 					    * so crash tests can kill the controller there */
 	int64_t fork_parallel;   /* ORCHARD_FORK_PARALLEL: a fork's sandboxes launched at once
 				  * in helper processes (default 8; 0: one by one in the loop) */
+	int reap;                /* `orchard-controller reap`: no database needed */
 };
 
-#define CTL_CONFIG_INIT { NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 2000, 20, 200, 7200, 180, 1024 }
+#define CTL_CONFIG_INIT { .sweep_interval_ms = 2000, .health_interval_ms = 20, \
+			  .health_timeout_ms = 200, .default_ttl_s = 7200, \
+			  .heartbeat_timeout_s = 180, .pids_max = 1024 }
 
 /*
  * Fill cfg from the environment, then from argv (flags win). Returns 0,
@@ -56,6 +60,9 @@ struct ctl_config {
  * is wrong to stderr.
  */
 int ctl_config_load(struct ctl_config *cfg, int argc, char **argv);
+/* The configuration of `orchard-controller reap [options]` (cfg->reap:
+ * the database is not needed); argv starts at "reap". */
+int ctl_config_load_reap(struct ctl_config *cfg, int argc, char **argv);
 void ctl_config_release(struct ctl_config *cfg);
 
 /*

@@ -61,6 +61,28 @@ void ctl_driver_close(struct ctl_driver *d)
 	d->ops = NULL;
 }
 
+int ctl_driver_reap(struct ctl_driver *d)
+{
+	char **ids = NULL;
+	size_t n = 0, i;
+	int err, failed = 0;
+
+	if ((err = d->ops->list_owned(d, &ids, &n)) < 0) {
+		orc_log(ORC_LOG_ERROR, "reap: cannot list the sandboxes", "driver", d->ops->name, NULL);
+		return err;
+	}
+	for (i = 0; i < n; i++) {
+		if ((err = d->ops->destroy(d, ids[i], NULL)) < 0) {
+			orc_log(ORC_LOG_ERROR, "reap: destroy failed", "sandbox_id", ids[i], NULL);
+			failed = 1;
+		} else {
+			orc_log(ORC_LOG_INFO, "reap: destroyed", "sandbox_id", ids[i], NULL);
+		}
+	}
+	ctl_ids_free(ids, n);
+	return failed ? ORC_ERROR : 0;
+}
+
 void ctl_ids_free(char **ids, size_t n)
 {
 	size_t i;

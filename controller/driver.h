@@ -212,6 +212,9 @@ extern const struct ctl_driver_ops ctl_driver_local;
 /* Look the driver up by name and init it. */
 int ctl_driver_open(struct ctl_driver *d, const struct ctl_config *cfg);
 void ctl_driver_close(struct ctl_driver *d);
+/* Destroy every sandbox list_owned names (orchard-controller reap); 0, or
+ * ORC_ERROR when any destroy failed (each logged). */
+int ctl_driver_reap(struct ctl_driver *d);
 void ctl_ids_free(char **ids, size_t n);
 
 /* capacity.c: the configured reserve and overcommit applied to raw node

@@ -61,6 +61,27 @@ int ctl_wait(struct pollfd *fds, unsigned nfds, int64_t timeout_ms)
 	return ppoll(fds, nfds, tp, &wait_mask);
 }
 
+/* orchard-controller reap: the driver's own list_owned and destroy tear
+ * down every sandbox of the state dir (a stopped stack's, stack.sh down). */
+static int reap_main(int argc, char **argv)
+{
+	struct ctl_config cfg = CTL_CONFIG_INIT;
+	struct ctl_driver driver = { 0 };
+	int err, status = 2;
+
+	if ((err = ctl_config_load_reap(&cfg, argc, argv)) != 0) {
+		status = err > 0 ? 0 : 2;
+		goto done;
+	}
+	if (ctl_metrics_init() < 0 || ctl_driver_open(&driver, &cfg) < 0)
+		goto done;
+	status = ctl_driver_reap(&driver) < 0 ? 1 : 0;
+done:
+	ctl_driver_close(&driver);
+	ctl_config_release(&cfg);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl_config cfg = CTL_CONFIG_INIT;
@@ -69,6 +90,8 @@ int main(int argc, char **argv)
 	int err, status = 1;
 
 	orc_log_init("controller");
+	if (argc > 1 && !strcmp(argv[1], "reap"))
+		return reap_main(argc - 1, argv + 1);
 	if ((err = ctl_config_load(&cfg, argc, argv)) != 0) {
 		status = err > 0 ? 0 : 2;
 		goto done;

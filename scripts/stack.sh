@@ -52,6 +52,10 @@ PGDATA=$VAR/pg
 TLS=$VAR/tls
 NGX=$VAR/nginx
 STATE=$VAR/sandboxes
+# orchard-controller with this stack's state (up starts it; down runs its reap).
+CONTROLLER=(env ORCHARD_STATE_DIR="$STATE" ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent"
+	ORCHARD_IMAGE_DIR="$VAR/images" ORCHARD_AGENT_BUNDLE="$VAR/bin/orchard-agent.bundle"
+	"$BIN/orchard-controller")
 SUPERVISE=$VAR/supervise   # the start scripts orchard-supervise runs
 API_SOCKET=$RUN/api.sock
 # nginx's auth subrequests have their own socket (orchard-api's default name).
@@ -548,9 +552,7 @@ start_scripts() {
 		ORCHARD_API_SOCKET_GROUP="$(id -gn "$NGINX_USER")" ORCHARD_API_PEER_UIDS="$NGINX_USER" \
 		"$BIN/orchard-api"
 	write_start controller "$LOG/controller.log" env ORCHARD_DATABASE_URL="$DB_URL" \
-		ORCHARD_STATE_DIR="$STATE" ORCHARD_AGENT_BIN="$VAR/bin/orchard-agent" \
-		ORCHARD_IMAGE_DIR="$VAR/images" ORCHARD_AGENT_BUNDLE="$VAR/bin/orchard-agent.bundle" \
-		ORCHARD_CONTROLLER_METRICS="$CTL_METRICS" "$BIN/orchard-controller"
+		ORCHARD_CONTROLLER_METRICS="$CTL_METRICS" "${CONTROLLER[@]}"
 	write_start nginx "$LOG/nginx-error.log" "$NGINX_BIN" -p "$NGX/" -c "$NGX/orchard.conf" \
 		-e "$LOG/nginx-error.log"
 }
@@ -704,100 +706,19 @@ cmd_up() {
 	write_env
 }
 
-# Sandboxes outlive the controller by design, so down kills them here: every
-# process whose command line names this stack's sandbox directory (the
-# bubblewrap launchers), with all their descendants.
+# Sandboxes outlive the controller by design, so down stops them here with
+# the controller's own teardown (orchard-controller reap: the local driver's
+# list_owned and destroy), once the controller itself has stopped.
+reap_sandboxes() {
+	[ -d "$STATE" ] || return 0
+	"${CONTROLLER[@]}" reap --driver local >>"$LOG/controller.log" 2>&1 ||
+		say "orchard-controller reap failed; see $LOG/controller.log"
+}
+
+# For status: processes whose command line names this stack's sandbox dir.
 sandbox_pids() {
-	local roots f pid stat rest ppid p changed=1
-	# The pattern goes through a file so grep's own command line lacks it.
-	roots=$(grep -laF -f <(printf '%s\n' "$STATE/") /proc/[0-9]*/cmdline 2>/dev/null |
-		sed -e 's|^/proc/||' -e 's|/cmdline$||' || true)
-	[ -n "$roots" ] || return 0
-	declare -A parent=() in=()
-	for f in /proc/[0-9]*/stat; do
-		pid=${f#/proc/}
-		pid=${pid%/stat}
-		{ read -r stat <"$f"; } 2>/dev/null || continue
-		rest=${stat##*) }          # after "pid (comm) ": state ppid ...
-		read -r _ ppid _ <<<"$rest"
-		parent[$pid]=$ppid
-	done
-	for p in $roots; do
-		[ "$p" = "$$" ] || [ "$p" = "$BASHPID" ] || in[$p]=1
-	done
-	while [ $changed -eq 1 ]; do
-		changed=0
-		for p in "${!parent[@]}"; do
-			if [ -z "${in[$p]:-}" ] && [ -n "${in[${parent[$p]}]:-}" ]; then
-				in[$p]=1
-				changed=1
-			fi
-		done
-	done
-	echo "${!in[@]}"
-}
-
-# Paused sandboxes (docs/checkpoints.md) are frozen, and frozen processes
-# do not die of signals until thawed: thaw every recorded freezer cgroup.
-thaw_sandboxes() {
-	local f dir
-	for f in "$STATE"/*/cgroup; do
-		[ -f "$f" ] || continue
-		while IFS= read -r dir; do
-			case $dir in
-			/sys/fs/cgroup/*/orchard-*/*) ;;
-			*) continue ;;
-			esac
-			[ -f "$dir/freezer.state" ] && echo THAWED >"$dir/freezer.state" 2>/dev/null
-			[ -f "$dir/cgroup.freeze" ] && echo 0 >"$dir/cgroup.freeze" 2>/dev/null
-		done <"$f"
-	done
-	return 0
-}
-
-kill_sandboxes() {
-	local pids i
-	thaw_sandboxes
-	pids=$(sandbox_pids)
-	[ -n "$pids" ] || return 0
-	say "stopping sandbox processes: $pids"
-	# shellcheck disable=SC2086
-	kill -TERM $pids 2>/dev/null || true
-	for ((i = 0; i < 30; i++)); do
-		pids=$(sandbox_pids)
-		[ -n "$pids" ] || return 0
-		sleep 0.1
-	done
-	# shellcheck disable=SC2086
-	kill -KILL $pids 2>/dev/null || true
-	for ((i = 0; i < 30; i++)); do
-		[ -n "$(sandbox_pids)" ] || return 0
-		sleep 0.1
-	done
-	say "sandbox processes still running: $(sandbox_pids)"
-}
-
-# The cgroups of the sandboxes just stopped: the controller records each
-# sandbox's cgroup directories in <state>/<id>/cgroup, one per line. Left
-# behind they stay in the kernel after the var dir is gone (every cpu
-# cgroup is a task group the scheduler keeps), and a host that runs many
-# stacks piles them up. Then the stack's own parent cgroups, once empty.
-remove_sandbox_cgroups() {
-	local f dir parents=()
-	for f in "$STATE"/*/cgroup; do
-		[ -f "$f" ] || continue
-		while IFS= read -r dir; do
-			case $dir in
-			/sys/fs/cgroup/*/orchard-*/*) ;;
-			*) continue ;;
-			esac
-			rmdir "$dir" 2>/dev/null || true
-			parents+=("${dir%/*}")
-		done <"$f"
-	done
-	for dir in "${parents[@]}"; do
-		rmdir "$dir" 2>/dev/null || true   # EBUSY while another sandbox is in it
-	done
+	grep -laF -f <(printf '%s\n' "$STATE/") /proc/[0-9]*/cmdline 2>/dev/null |
+		sed -e 's|^/proc/||' -e 's|/cmdline$||' | grep -vx -e "$$" -e "$BASHPID" || true
 }
 
 # The supervisor stops its components (nginx, controller, api, postgres);
@@ -809,8 +730,7 @@ cmd_down() {
 	stop_pid nginx QUIT 10
 	stop_pid controller TERM 10
 	stop_pid api TERM 15
-	kill_sandboxes
-	remove_sandbox_cgroups
+	reap_sandboxes
 	if [ -f "$PGDATA/PG_VERSION" ]; then
 		pg_stop
 	fi

@@ -1,5 +1,6 @@
 """Host processes as the tests see them (shared by tests/integration and
 tests/reliability, which puts this directory on sys.path)."""
+import os
 
 
 def alive(pid):
@@ -9,3 +10,32 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
+
+
+def comm(pid):
+    """The command name of pid ("" when it is gone)."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def descendants(roots):
+    """The pids roots and every process below them (one /proc snapshot)."""
+    parent = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    parent[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, changed = set(roots), True
+    while changed:
+        changed = False
+        for pid, ppid in parent.items():
+            if pid not in found and ppid in found:
+                found.add(pid)
+                changed = True
+    return found

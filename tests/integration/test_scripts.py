@@ -11,7 +11,7 @@ import time
 import pytest
 
 from stack import STACK_SH, Stack, log_tails, processes_referencing
-from procs import alive
+from procs import alive, comm, descendants
 
 
 def read_pids(var):
@@ -68,6 +68,19 @@ def test_up_twice_is_harmless_and_down_leaves_no_process(own_stack):
     cgroups = open(cgroup_file).read().split() if os.path.exists(cgroup_file) else []
     assert all(os.path.isdir(d) for d in cgroups), cgroups
 
+    # and one with egress, whose slirp4netns runs below its watchdog
+    r = s.post(st.url + "/sandboxes", json={"image": "host", "block_network": False})
+    assert r.status_code in (200, 201), r.text
+    net_sid = r.json()["sandbox_id"]
+    st.wait_ready(s, net_sid)
+    net_dir = os.path.join(st.var, "sandboxes", net_sid)
+    slirps = [p for p in descendants(p for p, _ in processes_referencing(net_dir))
+              if comm(p) == "slirp4netns"]
+    assert slirps, "no slirp4netns for sandbox %s" % net_sid
+    net_cgroup_file = os.path.join(net_dir, "cgroup")
+    if os.path.exists(net_cgroup_file):
+        cgroups += open(net_cgroup_file).read().split()
+
     pids = read_pids(st.var)
     up2 = st.up()  # again: nothing restarts, nothing is re-created
     assert read_pids(up2.var) == pids
@@ -88,6 +101,10 @@ def test_up_twice_is_harmless_and_down_leaves_no_process(own_stack):
     # nor any cgroup: the sandbox's and the stack's parent ones are gone
     left = [d for d in cgroups + [os.path.dirname(d) for d in cgroups] if os.path.exists(d)]
     assert not left, "cgroups left after down: %s" % left
+    assert not [p for p in slirps if alive(p)], "slirp4netns left after down: %s" % slirps
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line for line in f if st.var in line]
+    assert not mounts, "mounts left after down: %s" % mounts
 
     r = subprocess.run([STACK_SH, "status", st.var], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0, r.stdout
