@@ -70,7 +70,7 @@ agent_SRC = $(wildcard agent/*.c)
 agent_LIBS = -l:libmicrohttpd.a -lwslay -l:libjson-c.a -l:libm.a -lutil -ldl
 cli_SRC = $(wildcard cli/*.c)
 cli_LIBS = $(call pc,libarchive) -lwslay $(LIBS_common)
-admin_SRC = $(wildcard cli/admin/*.c)
+admin_SRC = $(wildcard admin/*.c)
 admin_LIBS = $(LIBS_pg) $(call pc,libargon2) $(call pc,libarchive) $(LIBS_common)
 
 # The local stack's supervisor (scripts/stack.sh; docs/operations.md).

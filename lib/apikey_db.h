@@ -5,7 +5,7 @@
 #include "apikey.h"
 /*
  * Storing a new API key: the one INSERT behind POST /v1/keys (api/keys.c)
- * and `orchard-admin key create` (cli/admin/key.c).
+ * and `orchard-admin key create` (admin/key.c).
  *
  * Generate a key into *key and insert its id and hash for tenant (a live,
  * not deleted one) with role ("user" or "admin") and name (NULL: none),
