@@ -4,7 +4,7 @@
 
 #include "xalloc.h"
 
-void pty_ring_init(struct pty_ring *r, size_t cap)
+void pty_ring_alloc(struct pty_ring *r, size_t cap)
 {
 	r->buf = xmalloc(cap);
 	r->cap = cap;

@@ -7,12 +7,12 @@
  * written, addressed by absolute byte offsets from the session's start, so
  * a client that lost its connection can ask for "everything from offset N".
  *
- *   pty_ring_init(&r, 1 << 20);
+ *   pty_ring_alloc(&r, 1 << 20);
  *   pty_ring_write(&r, data, n);          // oldest bytes fall out
  *   n = pty_ring_peek(&r, off, &p);       // contiguous bytes at off
  *   pty_ring_release(&r);
  *
- * The storage is allocated once, at init; untouched pages cost nothing.
+ * The storage is allocated once, by pty_ring_alloc; untouched pages cost nothing.
  */
 struct pty_ring {
 	char *buf;
@@ -20,7 +20,7 @@ struct pty_ring {
 	uint64_t end;        /* offset just past the newest byte */
 };
 
-void pty_ring_init(struct pty_ring *r, size_t cap);
+void pty_ring_alloc(struct pty_ring *r, size_t cap);
 void pty_ring_release(struct pty_ring *r);
 void pty_ring_write(struct pty_ring *r, const char *data, size_t n);
 /* The oldest offset still held. */

@@ -594,7 +594,7 @@ void pty_session_run(struct pty_session *s)
 	}
 }
 
-int pty_session_init(struct pty_session *s, const struct agent_pty_conn *conn)
+int pty_session_start(struct pty_session *s, const struct agent_pty_conn *conn)
 {
 	struct agent_child child_init = AGENT_CHILD_INIT;
 	struct pty_client *c;
@@ -616,7 +616,7 @@ int pty_session_init(struct pty_session *s, const struct agent_pty_conn *conn)
 	}
 	c->last_ping = orc_mono_ms();
 	s->client = c;
-	pty_ring_init(&s->ring, RING_SIZE);
+	pty_ring_alloc(&s->ring, RING_SIZE);
 	s->init_deadline = orc_mono_ms() + init_timeout_ms();
 	s->ping_ms = ping_ms();
 	return 0;

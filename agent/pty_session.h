@@ -74,7 +74,7 @@ struct pty_session {
 /* pty_session.c */
 /* Set s up with conn as its first client (which must send init). On
  * failure conn's socket has been closed and s holds nothing. */
-int pty_session_init(struct pty_session *s, const struct agent_pty_conn *conn);
+int pty_session_start(struct pty_session *s, const struct agent_pty_conn *conn);
 /* A client for s (its frames go to s) on conn's socket; closes it on failure. */
 int pty_session_ws(struct agent_ws **out, struct pty_session *s, const struct agent_pty_conn *conn);
 /* The loop: returns when the session is over. */

@@ -105,7 +105,7 @@ int agent_pty_session_new(const struct agent_pty_conn *conn)
 	struct pty_session *s = xmalloc(sizeof(*s));
 	int rc, revoked;
 
-	if (pty_session_init(s, conn) < 0) {
+	if (pty_session_start(s, conn) < 0) {
 		free(s);
 		return ORC_ERROR;
 	}

@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	orc_pg_pool_init(&api_server.db, dburl, env_int("ORCHARD_DB_POOL", 8, 1, 1024));
+	orc_pg_pool_open(&api_server.db, dburl, env_int("ORCHARD_DB_POOL", 8, 1, 1024));
 	api_auth_init();
 	api_auth_limit_init(env_int("ORCHARD_API_AUTH_FAILURES", 20, 0, 1000000));
 	if (api_metrics_init() < 0 || api_exec_limit_init() < 0)

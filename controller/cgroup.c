@@ -295,7 +295,7 @@ static int setup_v2(struct ctl_cgroups *cg, int i, const struct mnt *m, const ch
 	return err;
 }
 
-void ctl_cgroups_init(struct ctl_cgroups *cg, const char *tag)
+void ctl_cgroups_probe(struct ctl_cgroups *cg, const char *tag)
 {
 	struct mnt v1[CTL_CG_NCTRL], v2 = { NULL, NULL };
 	char *own_v1[CTL_CG_NCTRL] = { NULL, NULL, NULL, NULL }, *own_v2 = NULL;

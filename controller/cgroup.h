@@ -38,7 +38,7 @@ struct ctl_cg_limits {
 
 /* Probe the host and create the bases. Never fatal: what cannot be
  * enforced is recorded with a reason and logged once. */
-void ctl_cgroups_init(struct ctl_cgroups *cg, const char *tag);
+void ctl_cgroups_probe(struct ctl_cgroups *cg, const char *tag);
 /* Frees; removes the bases when they are empty. */
 void ctl_cgroups_release(struct ctl_cgroups *cg);
 /* Remove the bases that hold no sandbox (they are made on demand). */

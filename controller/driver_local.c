@@ -255,7 +255,7 @@ static int local_init(struct ctl_driver *d)
 		for (const char *p = cfg->state_dir; *p; p++)
 			h = (h ^ (unsigned char)*p) * 16777619u;
 		snprintf(tag, sizeof(tag), "%08x", h);
-		ctl_cgroups_init(&l->cg, tag);
+		ctl_cgroups_probe(&l->cg, tag);
 	}
 done:
 	return err;

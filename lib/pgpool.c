@@ -44,7 +44,7 @@ int orc_pg_connect(PGconn **out, const char *conninfo)
 	return 0;
 }
 
-int orc_pg_pool_init(struct orc_pg_pool *pool, const char *conninfo, int size)
+int orc_pg_pool_open(struct orc_pg_pool *pool, const char *conninfo, int size)
 {
 	memset(pool, 0, sizeof(*pool));
 	pthread_mutex_init(&pool->lock, NULL);

@@ -31,7 +31,8 @@ struct orc_pg_pool_stats {
 };
 void orc_pg_pool_stats(struct orc_pg_pool_stats *out, struct orc_pg_pool *pool);
 
-int orc_pg_pool_init(struct orc_pg_pool *pool, const char *conninfo, int size);
+/* Allocates the pool (it connects lazily); orc_pg_pool_release_all frees it. */
+int orc_pg_pool_open(struct orc_pg_pool *pool, const char *conninfo, int size);
 void orc_pg_pool_release_all(struct orc_pg_pool *pool);
 /* Waits up to 10 s for a free connection; ORC_EUNAVAIL if the database
  * cannot be reached. */
