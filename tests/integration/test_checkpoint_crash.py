@@ -19,6 +19,7 @@ import time
 import pytest
 
 import btrfs_loop
+import procs
 import rollout_helpers
 from test_checkpoints import checkpoint, create, sh
 
@@ -57,9 +58,7 @@ def kill_controller(stack):
     with open(os.path.join(stack.run_dir, "controller.pid")) as f:
         pid = int(f.read().split()[0])
     os.kill(pid, signal.SIGKILL)
-    stack.wait_for(lambda: not os.path.exists("/proc/%d" % pid) or
-                   open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z",
-                   timeout=30, what="the controller gone")
+    stack.wait_for(lambda: not procs.alive(pid), timeout=30, what="the controller gone")
 
 
 def checkpoint_in_delay(stack, admin, sid):
@@ -218,10 +217,8 @@ def test_a_fork_launches_in_parallel_helpers_bounded_and_survives_a_killed_contr
         "the launches ended before the create: inconclusive"
     helpers = helpers_of(ctl)
     kill_controller(stack)
-    stack.wait_for(lambda: not any(os.path.exists("/proc/%d" % h) and
-                                   open("/proc/%d/stat" % h).read().split(") ")[1][0] != "Z"
-                                   for h in helpers),
-                   timeout=30, what="the helpers gone with the controller")
+    stack.wait_for(lambda: not any(procs.alive(h) for h in helpers), timeout=30,
+                   what="the helpers gone with the controller")
     assert [state(stack, "sandboxes", k) for k in kids] == ["pending"] * 3
     stack.up()
     for k in kids:

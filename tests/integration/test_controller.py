@@ -22,6 +22,8 @@ import uuid
 
 import pytest
 
+import procs
+
 from stack import process_argv0, sanitizer_env, save_sanitizer_reports
 
 from ctl_harness import AGENT, CONTROLLER, IS_ROOT, PGBIN, Controller, Postgres, wait_for
@@ -500,8 +502,7 @@ def test_delete_kills_the_sandbox_and_removes_its_dir(env):
     row = env.wait_state(sid, "deleted")
     assert not proc_alive(row["driver_handle"])
     for p in pids:
-        assert not os.path.exists("/proc/%d/cmdline" % p) or not open(
-            "/proc/%d/cmdline" % p, "rb").read(), "pid %d survived" % p
+        assert not procs.alive(p), "pid %d survived" % p
     assert not os.path.exists(d)
     assert os.path.exists(outside) and os.path.isdir(env.base)
     assert ["sandbox.deleted"] in env.pg.sql(
