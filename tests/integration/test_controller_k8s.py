@@ -395,6 +395,28 @@ def test_tools_bundle_as_an_image_volume(k8s):
     k8s.assert_no_invalid_requests()
 
 
+@pytest.mark.parametrize("target", ["overlays/dev", "overlays/prod"])
+def test_the_manifests_tools_image_reaches_the_pod(k8s, target):
+    """Issue 28: the controller configured with the tools settings of the
+    rendered k8s/ ConfigMap (tests/k8s/test_manifests.py checks they are
+    there) puts that image into the sandbox pod and mounts the bundle."""
+    import kustomize_lite
+    objs = kustomize_lite.build(os.path.join(ROOT, "k8s", target))
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "orchard-config"]
+    tools = {k: v for k, v in cm["data"].items() if k.startswith("ORCHARD_K8S_TOOLS_")}
+    assert tools["ORCHARD_K8S_TOOLS_IMAGE"]
+    k8s.start(**tools)
+    sid, _, _ = ready_sandbox(k8s)
+    spec = k8s.pod(sid)["spec"]
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    assert inits["tools-install"]["image"] == tools["ORCHARD_K8S_TOOLS_IMAGE"]
+    mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["/opt/sandbox-tools"]["readOnly"] is True
+    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert env["PATH"].endswith(":/opt/sandbox-tools/bin")
+    k8s.assert_no_invalid_requests()
+
+
 def test_no_tools_image_means_no_tools_in_the_pod(k8s):
     k8s.start()
     sid, _, _ = ready_sandbox(k8s)

@@ -319,6 +319,26 @@ def test_agent_image_moves_with_the_controller_image(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_sandbox_pods_get_the_tools_image_of_the_controllers_release(target):
+    """Issue 28: every rendering gives the kubernetes driver the sandbox-tools
+    image (ORCHARD_K8S_TOOLS_IMAGE, docker/Dockerfile.tools) from the
+    controller's registry and release, like the agent image, in a mode the
+    driver accepts; the driver's pod spec for it is checked against the fake
+    API server with this ConfigMap's values (tests/integration/
+    test_controller_k8s.py::test_the_manifests_tools_image_reaches_the_pod)."""
+    objs = render(target)
+    ctl = one(objs, "Deployment", "orchard-controller")
+    (image,) = {c["image"] for c in ctl["spec"]["template"]["spec"]["containers"]}
+    data = one(objs, "ConfigMap", "orchard-config")["data"]
+    assert data["ORCHARD_K8S_TOOLS_IMAGE"] == image.replace("/controller", "/tools", 1), (data, image)
+    assert data["ORCHARD_K8S_TOOLS_MODE"] in ("init", "image")
+    # the controller reads it: the whole ConfigMap is its environment
+    spec = ctl["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert {"configMapRef": {"name": "orchard-config"}} in c["envFrom"], c.get("envFrom")
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_the_controllers_checkpoint_store_is_a_shared_claim(target):
     """Kubernetes checkpoints (docs/checkpoints.md) live in a PVC that every
     controller replica mounts at ORCHARD_K8S_CHECKPOINT_DIR; the store's cap
