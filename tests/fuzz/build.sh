@@ -25,7 +25,7 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 declare -A SRC INC LIBS
 TARGETS=(json quantity utf8 tar_name path b64 git_patch pty_frame exec_request api_create api_exec
 	api_query k8s_event trajectory api_route api_files api_git api_admin api_replay api_params
-	agent_body)
+	agent_body imgref)
 SRC[tar_name]="agent/fsutil.c";      INC[tar_name]=agent
 SRC[path]="agent/fsutil.c";                          INC[path]=agent
 SRC[b64]="agent/files_base64.c";                INC[b64]=agent

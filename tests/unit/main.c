@@ -8,7 +8,7 @@ int unit_failures;
 static const struct unit_test *const suites[] = { buf_tests, json_tests, strutil_tests, sha256_tests,
 							metrics_tests, agent_parser_tests, rmtree_tests,
 							pgarray_tests, ws_accept_tests, log_tests, procstat_tests,
-							api_rule_tests, controller_rule_tests };
+							api_rule_tests, controller_rule_tests, imgref_tests };
 
 int main(int argc, char **argv)
 {

@@ -44,4 +44,5 @@ extern const struct unit_test log_tests[];
 extern const struct unit_test procstat_tests[];
 extern const struct unit_test api_rule_tests[];
 extern const struct unit_test controller_rule_tests[];
+extern const struct unit_test imgref_tests[];
 #endif
