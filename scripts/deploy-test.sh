@@ -157,6 +157,9 @@ while read -r name out; do
 		die "orchard/tools:dev: \"$name $out\" is not the pinned version ($(cat "$work/tools-run.err"))"
 done <"$work/tools-run.log"
 step "orchard/tools:dev runs $(awk '{print $1}' "$work/tools-run.log" | sort -u | tr '\n' ' ')"
+# What the smoke runs in a compose sandbox (the `tools` service's volume,
+# bound into every sandbox by the controller): NAME=VERSION,...
+tools=$(for n in "${!pin[@]}"; do printf '%s=%s,' "$n" "${pin[$n]}"; done)
 
 # 3. The compose stack, as a user runs it.
 step "podman-compose up (127.0.0.1:$ORCHARD_PORT)"
@@ -184,5 +187,5 @@ done
 # 4. The smoke, from the host through nginx and TLS.
 step "smoke"
 /usr/bin/python3 tests/deploy/smoke.py "https://127.0.0.1:$ORCHARD_PORT" "$key" \
-	--restart-controller "podman restart ${PROJECT}_controller_1 >/dev/null"
+	--tools "$tools" --restart-controller "podman restart ${PROJECT}_controller_1 >/dev/null"
 step "compose smoke passed"

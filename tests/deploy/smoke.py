@@ -4,7 +4,11 @@ clients Orchard did not write (requests, websocket-client). Used by
 scripts/deploy-test.sh (make deploy-test) against the compose stack and
 the kube-played pods; docs/deploy.md says what each step proves.
 
-    smoke.py URL API_KEY [--image IMG] [--restart-controller CMD] [--exec-only]
+    smoke.py URL API_KEY [--image IMG] [--tools NAME=VERSION,...]
+             [--restart-controller CMD] [--exec-only]
+
+--tools: each NAME runs in the sandbox (found on its PATH, from the
+sandbox-tools bundle at /opt/sandbox-tools) and its `--version` names VERSION.
 
 --restart-controller CMD: with a sandbox ready, run CMD (e.g. `podman
 restart orchard-dt_controller_1`) and report what became of the sandbox
@@ -101,6 +105,7 @@ def main():
     p.add_argument("--image", default="host")
     p.add_argument("--restart-controller")
     p.add_argument("--exec-only", action="store_true")
+    p.add_argument("--tools", default="")
     a = p.parse_args()
     api = Api(a.url, a.key)
 
@@ -112,6 +117,12 @@ def main():
     out = run(api, sid, "echo hi")
     check(out["exit_code"] == 0 and out["stdout"] == "hi\n", "exec: %r" % out)
     step("exec echo hi: %r" % out["stdout"])
+    for name, version in (t.split("=", 1) for t in a.tools.split(",") if t):
+        out = run(api, sid, "command -v %s && %s --version" % (name, name))
+        where = out["stdout"].split("\n", 1)[0]
+        check(out["exit_code"] == 0 and where == "/opt/sandbox-tools/bin/" + name
+              and version in out["stdout"], "%s --version in the sandbox: %r" % (name, out))
+        step("in the sandbox: %s --version: %r" % (where, out["stdout"].split("\n")[1]))
     if a.exec_only:
         api.delete("/v1/sandboxes/" + sid)
         return
