@@ -166,9 +166,11 @@ def test_compose_file_structure_and_references():
         build = svc.get("build")
         if build:
             ctx = os.path.normpath(os.path.join(REPO, build["context"]))
-            dockerfile = os.path.join(ctx, build["dockerfile"])
+            # normpath: the tools context (bin/sandbox-tools) is built, not checked in
+            dockerfile = os.path.normpath(os.path.join(ctx, build["dockerfile"]))
             assert os.path.isfile(dockerfile), name
-            assert build["target"] in stages(dockerfile), name
+            if "target" in build or len(stages(dockerfile)) > 1:
+                assert build["target"] in stages(dockerfile), name
         for dep, cond in (svc.get("depends_on") or {}).items():
             assert dep in services, (name, dep)
             assert cond["condition"] in ("service_started", "service_healthy",
@@ -191,6 +193,15 @@ def test_compose_file_structure_and_references():
     for svc in ("api", "nginx", "controller"):
         assert any(v.startswith("sandboxes:/var/lib/orchard/sandboxes")
                    for v in services[svc]["volumes"]), svc
+    # Issue 28: the tools service's image fills the sandbox-tools volume
+    # (copy-up over its /opt/sandbox-tools); the controller binds it
+    # read-only into its sandboxes, after the fill.
+    tools = services["tools"]
+    assert tools["build"]["dockerfile"].endswith("docker/Dockerfile.tools")
+    assert "sandbox-tools:/opt/sandbox-tools" in tools["volumes"]
+    assert "sandbox-tools:/opt/sandbox-tools:ro" in ctl["volumes"]
+    assert ctl["depends_on"]["tools"]["condition"] == "service_completed_successfully"
+    assert ctl["environment"]["ORCHARD_SANDBOX_TOOLS"].endswith("/opt/sandbox-tools}")
 
 
 def test_compose_needs_no_registry_and_no_healthcheck_ordering():
