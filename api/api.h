@@ -130,7 +130,7 @@ struct api_req {
 	char error[512];
 };
 
-/* r's error buffer as the (msg, msglen) pair lib/ functions fill. */
+/* r's error buffer as the (API_ERRBUF(r)) pair lib/ functions fill. */
 #define API_ERRBUF(r) (r)->error, sizeof((r)->error)
 
 /* Read params, query and body; a failure has already been replied. */
@@ -593,18 +593,18 @@ int api_event_record(struct api_req *r, const char *kind, json_object *data);
 
 /* ---- quota.c ---------------------------------------------------------- */
 
-/* capacity.c: a 422 (ORC_EINVALID with msg) for a size no node can hold. */
-int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, char *msg, size_t msglen);
+/* capacity.c: a 422 (ORC_EINVALID, api_fail) for a size no node can hold. */
+int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, struct api_req *r);
 /*
- * Inside the caller's transaction: lock the tenant's row and check that n
- * new sandboxes of cpu_millis and memory_bytes each fit the tenant's
- * quotas, all or none. ORC_EQUOTA with a message naming the quota and the
- * numbers, and *retry_out the seconds after which a retry may fit.
+ * Inside the caller's transaction: lock the row of r's tenant and check
+ * that n new sandboxes of cpu_millis and memory_bytes each fit its quotas,
+ * all or none. ORC_EQUOTA with a message (api_fail) naming the quota and
+ * the numbers, and *retry_out the seconds after which a retry may fit.
  */
-int api_quota_check(long *retry_out, PGconn *db, int64_t tenant_id, int n, int64_t cpu_millis,
-		    int64_t memory_bytes, char *msg, size_t msglen);
-/* The 429 of a refused quota, with Retry-After: retry_s. */
-int api_reply_quota(struct api_req *r, long retry_s, const char *msg);
+int api_quota_check(long *retry_out, PGconn *db, struct api_req *r, int n, int64_t cpu_millis,
+		    int64_t memory_bytes);
+/* The 429 of a refused quota (the message in r->error), with Retry-After: retry_s. */
+int api_reply_quota(struct api_req *r, long retry_s);
 
 /* ---- lease.c: runner leases ------------------------------------------ */
 

@@ -34,25 +34,20 @@ struct batch_req {
 	const char *idempotency_key;   /* the batch's, not its sandboxes' */
 };
 
-static int parse_batch(struct batch_req *b, struct api_req *r, json_object *body,
-		       char *msg, size_t msglen)
+static int parse_batch(struct batch_req *b, struct api_req *r, json_object *body)
 {
 	int err;
 
-	if ((err = orc_json_get_int(body, "count", &b->count, 1, BATCH_MAX, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "count", &b->count, 1, BATCH_MAX, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 1) {
-		snprintf(msg, msglen, "field 'count' is required: the number of sandboxes, 1 to %d",
-			 BATCH_MAX);
-		return ORC_EINVALID;
-	}
-	if ((err = api_create_parse(&b->spec, r, body, msg, msglen)) < 0)
+	if (err == 1)
+		return api_fail(r, ORC_EINVALID, "field 'count' is required: the number of "
+				"sandboxes, 1 to %d", BATCH_MAX);
+	if ((err = api_create_parse(&b->spec, r, body)) < 0)
 		return err;
-	if (b->spec.sandbox_id) {
-		snprintf(msg, msglen, "field 'sandbox_id' cannot be given in a batch: its sandboxes' "
-			 "ids are generated");
-		return ORC_EINVALID;
-	}
+	if (b->spec.sandbox_id)
+		return api_fail(r, ORC_EINVALID, "field 'sandbox_id' cannot be given in a batch: "
+				"its sandboxes' ids are generated");
 	b->idempotency_key = b->spec.idempotency_key;
 	b->spec.idempotency_key = NULL;
 	return 0;
@@ -79,7 +74,7 @@ static int batch_read(PGresult **out, PGconn *db, int64_t tenant_id, const char 
 /* One attempt: the quota check, the batch row and its sandboxes, in one
  * transaction. ORC_ECONFLICT when a generated id or the key was taken. */
 static int batch_insert(long *retry_out, struct api_req *r, PGconn *db, const struct batch_req *b,
-			const char *batch_id, char *msg, size_t msglen)
+			const char *batch_id)
 {
 	char tenant[24], count[24], (*idbuf)[9] = xcalloc((size_t)b->count, sizeof(*idbuf));
 	const char **ids = xcalloc((size_t)b->count, sizeof(*ids));
@@ -97,8 +92,8 @@ static int batch_insert(long *retry_out, struct api_req *r, PGconn *db, const st
 	}
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
-	if ((err = api_quota_check(retry_out, db, r->tenant_id, (int)b->count, c->cpu_millis,
-				   c->memory_bytes, msg, msglen)) < 0 ||
+	if ((err = api_quota_check(retry_out, db, r, (int)b->count, c->cpu_millis,
+				   c->memory_bytes)) < 0 ||
 	    (err = orc_pg_query(NULL, db, "INSERT INTO sandbox_batches (id, tenant_id, count,"
 				" idempotency_key) VALUES ($1, $2::bigint, $3::int, $4)", 4, params)) < 0 ||
 	    (err = api_create_insert(&res, db, r, c, ids, (int)b->count, batch_id)) < 0 ||
@@ -138,15 +133,15 @@ int api_batch_create(struct api_req *r)
 	json_object *body;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[512], batch_id[17];
+	char batch_id[17];
 	long retry = 0;
 	int err, attempt;
 
 	memset(&b, 0, sizeof(b));
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_batch(&b, r, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_batch(&b, r, body)) < 0)
+		return api_reply_failed(r, err);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	if (b.idempotency_key && (err = api_idempotency_bind(r, db, "batch", b.idempotency_key)) < 0) {
@@ -159,11 +154,11 @@ int api_batch_create(struct api_req *r)
 			api_idempotency_replayed(r);
 		goto done;
 	}
-	if ((err = api_create_precheck(db, &b.spec, msg, sizeof(msg))) < 0)
+	if ((err = api_create_precheck(db, &b.spec, r)) < 0)
 		goto done;
 	for (attempt = 0; attempt < BATCH_ATTEMPTS; attempt++) {
 		orc_random_hex(batch_id, 8);
-		if ((err = batch_insert(&retry, r, db, &b, batch_id, msg, sizeof(msg))) != ORC_ECONFLICT)
+		if ((err = batch_insert(&retry, r, db, &b, batch_id)) != ORC_ECONFLICT)
 			break;
 		/* A concurrent request with our Idempotency-Key won the race? */
 		if (b.idempotency_key &&
@@ -178,9 +173,9 @@ int api_batch_create(struct api_req *r)
 done:
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == ORC_EQUOTA)
-		return api_reply_quota(r, retry, msg);
+		return api_reply_quota(r, retry);
 	if (err == ORC_EINVALID)
-		return api_reply_error(r, err, "%s", msg);
+		return api_reply_failed(r, err);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the batch");
 	api_own_pg(r, res);

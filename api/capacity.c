@@ -12,7 +12,7 @@
 #include "api.h"
 #include "err.h"
 
-int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, char *msg, size_t msglen)
+int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, struct api_req *r)
 {
 	const char *params[1] = { api_server.driver };
 	PGresult *res = NULL;
@@ -26,14 +26,13 @@ int api_capacity_check(PGconn *db, int64_t cpu_millis, int64_t memory_bytes, cha
 		goto done;
 	node_cpu = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	node_mem = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-	if (cpu_millis > node_cpu || memory_bytes > node_mem) {
-		snprintf(msg, msglen, "the sandbox is larger than any node of the %s driver can hold: it asks "
-			 "for %lld millicores and %lld bytes of memory, the largest node holds %lld "
-			 "millicores and %lld bytes (after reserve and overcommit; GET /v1/resources "
-			 "shows the capacity)", api_server.driver, (long long)cpu_millis,
-			 (long long)memory_bytes, node_cpu, node_mem);
-		err = ORC_EINVALID;
-	}
+	if (cpu_millis > node_cpu || memory_bytes > node_mem)
+		err = api_fail(r, ORC_EINVALID, "the sandbox is larger than any node of the %s "
+			       "driver can hold: it asks for %lld millicores and %lld bytes of "
+			       "memory, the largest node holds %lld millicores and %lld bytes (after "
+			       "reserve and overcommit; GET /v1/resources shows the capacity)",
+			       api_server.driver, (long long)cpu_millis, (long long)memory_bytes,
+			       node_cpu, node_mem);
 done:
 	PQclear(res);
 	return err;

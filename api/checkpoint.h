@@ -19,19 +19,18 @@ json_object *api_checkpoint_view(PGresult *res, int row);
 int api_checkpoint_supported(struct api_req *r);
 /* The tenant's live checkpoint id (api_checkpoint_cols); ORC_ENOTFOUND. */
 int api_checkpoint_fetch(PGresult **out, int64_t tenant_id, const char *id);
-/* Inside a transaction: lock the tenant, check max_checkpoints and
- * max_checkpoint_bytes; ORC_EQUOTA with msg naming the quota. */
-int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen);
+/* Inside a transaction: lock r's tenant, check max_checkpoints and
+ * max_checkpoint_bytes; ORC_EQUOTA with a message (api_fail) naming the quota. */
+int api_checkpoint_quota(PGconn *db, struct api_req *r);
 /*
  * Write a pending checkpoint of the caller's ready sandbox (and its
  * event) with the quota check, in one transaction. *out: the row.
  * API_ENOTREADY when no ready sandbox of that id is the caller's.
  */
 int api_checkpoint_begin(PGresult **out, struct api_req *r, const char *sandbox_id, const char *name,
-			 json_object *labels, int64_t ttl, const char *kind, char *msg, size_t msglen);
+			 json_object *labels, int64_t ttl, const char *kind);
 /* The error reply for api_checkpoint_begin's err. */
-int api_checkpoint_reply_begin_error(struct api_req *r, int err, const char *sandbox_id,
-				     const char *msg);
+int api_checkpoint_reply_begin_error(struct api_req *r, int err, const char *sandbox_id);
 /* Re-read checkpoint id until it leaves 'pending' or deadline_ms passes. */
 int api_checkpoint_wait(PGresult **out, int64_t tenant_id, const char *id, int64_t deadline_ms);
 /* Answer with a checkpoint that api_checkpoint_wait returned. */
@@ -48,11 +47,10 @@ struct api_step_policy {
 	int64_t keep, ttl;
 	int given;
 };
-int api_step_policy_parse(struct api_step_policy *p, json_object *body, char *msg, size_t msglen);
+int api_step_policy_parse(struct api_step_policy *p, json_object *body, struct api_req *r);
 /* The policy field `field` of body: *out "none", "every_step", or NULL
- * when absent or null; ORC_EINVALID (msg) for anything else. */
-int api_step_mode_parse(const char **out, json_object *body, const char *field, char *msg,
-			size_t msglen);
+ * when absent or null; ORC_EINVALID (api_fail) for anything else. */
+int api_step_mode_parse(const char **out, json_object *body, const char *field, struct api_req *r);
 /* Inside the create's transaction: store p (retention defaults applied). */
 int api_step_policy_store(PGconn *db, const char *sandbox_id, int64_t tenant_id,
 			  const struct api_step_policy *p);

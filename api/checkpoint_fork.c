@@ -46,39 +46,36 @@ struct fork_req {
 	char *batch_key;          /* "fork:<key>:" (malloc'd) or NULL */
 };
 
-static int parse_fork(struct fork_req *f, struct api_req *r, json_object *body, char *msg,
-		      size_t msglen)
+static int parse_fork(struct fork_req *f, struct api_req *r, json_object *body)
 {
 	int err;
 
 	memset(f, 0, sizeof(*f));
 	f->count = 1;
 	f->step = -1;
-	if ((err = orc_json_get_int(body, "step", &f->step, 0, INT64_MAX, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "step", &f->step, 0, INT64_MAX, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_int(body, "count", &f->count, 1, FORK_MAX, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "count", &f->count, 1, FORK_MAX, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_object(body, "labels", &f->labels, msg, msglen)) < 0 ||
-	    (f->labels && (err = api_check_labels(f->labels, msg, msglen)) < 0))
+	if ((err = orc_json_get_object(body, "labels", &f->labels, API_ERRBUF(r))) < 0 ||
+	    (f->labels && (err = api_check_labels(f->labels, r)) < 0))
 		return err;
-	if ((err = orc_json_get_object(body, "env", &f->env, msg, msglen)) < 0 ||
-	    (f->env && (err = api_check_env(f->env, "env", msg, msglen)) < 0))
+	if ((err = orc_json_get_object(body, "env", &f->env, API_ERRBUF(r))) < 0 ||
+	    (f->env && (err = api_check_env(f->env, "env", r)) < 0))
 		return err;
-	if ((err = orc_json_get_int(body, "ttl_seconds", &f->ttl, 1, 30 * 86400, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "ttl_seconds", &f->ttl, 1, 30 * 86400, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_int(body, "idle_timeout_seconds", &f->idle, 1, 30 * 86400, msg,
-				    msglen)) < 0)
+	if ((err = orc_json_get_int(body, "idle_timeout_seconds", &f->idle, 1, 30 * 86400,
+				    API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = api_disk_parse(f->disk, sizeof(f->disk), &f->disk_bytes, body, NULL, msg,
-				  msglen)) < 0)
+	if ((err = api_disk_parse(f->disk, sizeof(f->disk), &f->disk_bytes, body, NULL, r)) < 0)
 		return err;
 	f->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
 	if (f->idempotency_key && !*f->idempotency_key)
 		f->idempotency_key = NULL;
-	if (f->idempotency_key && !api_check_idempotency_key(f->idempotency_key)) {
-		snprintf(msg, msglen, "Idempotency-Key must be 1-255 printable ASCII characters");
-		return API_EBADREQ;
-	}
+	if (f->idempotency_key && !api_check_idempotency_key(f->idempotency_key))
+		return api_fail(r, API_EBADREQ, "Idempotency-Key must be 1-255 printable ASCII "
+				"characters");
 	if (f->idempotency_key)
 		f->batch_key = api_own_mem(r, xasprintf("fork:%s:", f->idempotency_key));
 	return 0;
@@ -101,22 +98,22 @@ static int find_batch(PGresult **out, struct api_req *r, const char *batch_key)
  * checkpoint's size, all or none. A checkpoint that is not the tenant's
  * is left to the insert, which then writes nothing (ORC_ENOTFOUND).
  */
-static int quota_count(long *retry_out, PGconn *db, int64_t tenant_id, const char *ckpt,
-		       int64_t count, char *msg, size_t msglen)
+static int quota_count(long *retry_out, PGconn *db, struct api_req *r, const char *ckpt,
+		       int64_t count)
 {
 	char tenant[24];
 	const char *params[2] = { ckpt, tenant };
 	PGresult *res = NULL;
 	int err;
 
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	if ((err = orc_pg_query(&res, db, "SELECT cpu_millis, memory_bytes FROM checkpoints"
 				" WHERE id = $1 AND tenant_id = $2::bigint", 2, params)) < 0)
 		return err;
 	if (PQntuples(res) == 1)
-		err = api_quota_check(retry_out, db, tenant_id, (int)count,
+		err = api_quota_check(retry_out, db, r, (int)count,
 				      strtoll(PQgetvalue(res, 0, 0), NULL, 10),
-				      strtoll(PQgetvalue(res, 0, 1), NULL, 10), msg, msglen);
+				      strtoll(PQgetvalue(res, 0, 1), NULL, 10));
 	PQclear(res);
 	return err;
 }
@@ -140,7 +137,7 @@ static const char fork_sql_fmt[] =
 	" SELECT %s FROM s JOIN tenants t ON t.id = s.tenant_id ORDER BY s.idempotency_key, s.id";
 
 static int fork_insert(PGresult **out, long *retry_out, PGconn *db, struct api_req *r, const char *ckpt,
-		       const struct fork_req *f, char *msg, size_t msglen)
+		       const struct fork_req *f)
 {
 	struct orc_pg_array ids = ORC_PG_ARRAY_INIT, tokens = ORC_PG_ARRAY_INIT;
 	char tenant[24], ttl[24], idle[24], disk_b[24], id[9], token[65];
@@ -175,7 +172,7 @@ static int fork_insert(PGresult **out, long *retry_out, PGconn *db, struct api_r
 	params[12] = f->disk_bytes ? disk_b : NULL;
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
-	if ((err = quota_count(retry_out, db, r->tenant_id, ckpt, f->count, msg, msglen)) < 0 ||
+	if ((err = quota_count(retry_out, db, r, ckpt, f->count)) < 0 ||
 	    (err = orc_pg_query(&res, db, sql, 13, params)) < 0)
 		goto fail;
 	if (PQntuples(res) != f->count) {
@@ -219,14 +216,13 @@ static int fork_from(struct api_req *r, const char *ckpt, const struct fork_req 
 {
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[512] = "";
 	long retry = 0;
 	int err, attempt;
 
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	for (attempt = 0; attempt < FORK_ATTEMPTS; attempt++) {
-		err = fork_insert(&res, &retry, db, r, ckpt, f, msg, sizeof(msg));
+		err = fork_insert(&res, &retry, db, r, ckpt, f);
 		if (err != ORC_ECONFLICT)
 			break;
 		/* A concurrent retry with our key won, or a generated id was taken. */
@@ -237,7 +233,7 @@ static int fork_from(struct api_req *r, const char *ckpt, const struct fork_req 
 	}
 	orc_pg_pool_release(&api_server.db, db);
 	if (err == ORC_EQUOTA)
-		return api_reply_quota(r, retry, msg);
+		return api_reply_quota(r, retry);
 	if (err == ORC_ENOTFOUND)
 		return api_reply_error(r, err, "checkpoint %s not found (or not ready)", ckpt);
 	if (err < 0)
@@ -250,13 +246,12 @@ static int fork_from(struct api_req *r, const char *ckpt, const struct fork_req 
 static int parse_body(struct fork_req *f, struct api_req *r)
 {
 	json_object *body;
-	char msg[512];
 	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_fork(f, r, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_fork(f, r, body)) < 0)
+		return api_reply_failed(r, err);
 	return 0;
 }
 
@@ -307,7 +302,7 @@ int api_sandbox_fork(struct api_req *r)
 {
 	struct fork_req f;
 	PGresult *res = NULL, *done = NULL;
-	char msg[512] = "", *id;
+	char *id;
 	int err;
 
 	if ((err = api_checkpoint_supported(r)) < 0 || (err = parse_body(&f, r)) < 0)
@@ -319,8 +314,8 @@ int api_sandbox_fork(struct api_req *r)
 			return err;
 		return fork_from(r, id, &f);
 	}
-	if ((err = api_checkpoint_begin(&res, r, r->id, NULL, NULL, 0, "fork", msg, sizeof(msg))) < 0)
-		return api_checkpoint_reply_begin_error(r, err, r->id, msg);
+	if ((err = api_checkpoint_begin(&res, r, r->id, NULL, NULL, 0, "fork")) < 0)
+		return api_checkpoint_reply_begin_error(r, err, r->id);
 	id = api_own_mem(r, xstrdup(PQgetvalue(res, 0, 0)));
 	PQclear(res);
 	if ((err = api_checkpoint_wait(&done, r->tenant_id, id, orc_mono_ms() + CREATE_WAIT_S * 1000)) < 0)

@@ -111,10 +111,10 @@ int api_checkpoint_fetch(PGresult **out, int64_t tenant_id, const char *id)
 }
 
 /*
- * Inside the caller's transaction: lock the tenant's row and check that one
- * more checkpoint fits max_checkpoints and max_checkpoint_bytes.
+ * Inside the caller's transaction: lock the row of r's tenant and check that
+ * one more checkpoint fits max_checkpoints and max_checkpoint_bytes.
  */
-int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen)
+int api_checkpoint_quota(PGconn *db, struct api_req *r)
 {
 	char tenant[24];
 	const char *params[1] = { tenant };
@@ -122,7 +122,7 @@ int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen
 	int64_t max, used;
 	int err;
 
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	if ((err = orc_pg_query_one(&res, db,
 		"SELECT t.name, t.max_checkpoints, t.max_checkpoint_bytes,"
 		" (SELECT count(*) FROM checkpoints c WHERE c.tenant_id = t.id"
@@ -133,19 +133,16 @@ int api_checkpoint_quota(PGconn *db, int64_t tenant_id, char *msg, size_t msglen
 		return err;
 	if (!PQgetisnull(res, 0, 1) && orc_parse_i64(&max, PQgetvalue(res, 0, 1), 0, INT64_MAX) == 0 &&
 	    orc_parse_i64(&used, PQgetvalue(res, 0, 3), 0, INT64_MAX) == 0 && used >= max) {
-		snprintf(msg, msglen, "quota exceeded: max_checkpoints of tenant \"%s\" is %lld and it has "
-			 "%lld checkpoints; delete one first", PQgetvalue(res, 0, 0), (long long)max,
-			 (long long)used);
-		err = ORC_EQUOTA;
+		err = api_fail(r, ORC_EQUOTA, "quota exceeded: max_checkpoints of tenant \"%s\" is "
+			       "%lld and it has %lld checkpoints; delete one first",
+			       PQgetvalue(res, 0, 0), (long long)max, (long long)used);
 		goto done;
 	}
 	if (!PQgetisnull(res, 0, 2) && orc_parse_i64(&max, PQgetvalue(res, 0, 2), 0, INT64_MAX) == 0 &&
-	    orc_parse_i64(&used, PQgetvalue(res, 0, 4), 0, INT64_MAX) == 0 && used >= max) {
-		snprintf(msg, msglen, "quota exceeded: max_checkpoint_bytes of tenant \"%s\" is %lld and "
-			 "its checkpoints hold %lld bytes; delete one first", PQgetvalue(res, 0, 0),
-			 (long long)max, (long long)used);
-		err = ORC_EQUOTA;
-	}
+	    orc_parse_i64(&used, PQgetvalue(res, 0, 4), 0, INT64_MAX) == 0 && used >= max)
+		err = api_fail(r, ORC_EQUOTA, "quota exceeded: max_checkpoint_bytes of tenant "
+			       "\"%s\" is %lld and its checkpoints hold %lld bytes; delete one first",
+			       PQgetvalue(res, 0, 0), (long long)max, (long long)used);
 done:
 	PQclear(res);
 	return err;
@@ -157,29 +154,28 @@ struct ckpt_req {
 	int64_t ttl;              /* 0: never expires */
 };
 
-static int parse_create(struct ckpt_req *c, json_object *body, char *msg, size_t msglen)
+static int parse_create(struct ckpt_req *c, json_object *body, struct api_req *r)
 {
 	int err;
 
 	memset(c, 0, sizeof(*c));
-	if ((err = orc_json_get_str(body, "name", &c->name, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "name", &c->name, API_ERRBUF(r))) < 0)
 		return err;
 	if (err == 1)
 		c->name = NULL;
-	if (c->name && (strlen(c->name) > NAME_MAX_LEN || !orc_utf8_valid(c->name, strlen(c->name)))) {
-		snprintf(msg, msglen, "field 'name' must be at most %d characters of UTF-8", NAME_MAX_LEN);
-		return ORC_EINVALID;
-	}
-	if ((err = orc_json_get_object(body, "labels", &c->labels, msg, msglen)) < 0 ||
-	    (c->labels && (err = api_check_labels(c->labels, msg, msglen)) < 0))
+	if (c->name && (strlen(c->name) > NAME_MAX_LEN || !orc_utf8_valid(c->name, strlen(c->name))))
+		return api_fail(r, ORC_EINVALID, "field 'name' must be at most %d characters of "
+				"UTF-8", NAME_MAX_LEN);
+	if ((err = orc_json_get_object(body, "labels", &c->labels, API_ERRBUF(r))) < 0 ||
+	    (c->labels && (err = api_check_labels(c->labels, r)) < 0))
 		return err;
-	if ((err = orc_json_get_int(body, "ttl_seconds", &c->ttl, 1, TTL_MAX_S, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "ttl_seconds", &c->ttl, 1, TTL_MAX_S, API_ERRBUF(r))) < 0)
 		return err;
 	return 0;
 }
 
 int api_checkpoint_begin(PGresult **out, struct api_req *r, const char *sandbox_id, const char *name,
-			 json_object *labels, int64_t ttl, const char *kind, char *msg, size_t msglen)
+			 json_object *labels, int64_t ttl, const char *kind)
 {
 	char tenant[24], ttl_s[24], id[16];
 	const char *params[10];
@@ -221,7 +217,7 @@ int api_checkpoint_begin(PGresult **out, struct api_req *r, const char *sandbox_
 		goto done;
 	if ((err = orc_pg_begin(db)) < 0)
 		goto done;
-	if ((err = api_checkpoint_quota(db, r->tenant_id, msg, msglen)) < 0 ||
+	if ((err = api_checkpoint_quota(db, r)) < 0 ||
 	    (err = orc_pg_query(&res, db, sql, 10, params)) < 0) {
 		orc_pg_rollback(db);
 		goto done;
@@ -265,11 +261,10 @@ int api_checkpoint_wait(PGresult **out, int64_t tenant_id, const char *id, int64
 	}
 }
 
-int api_checkpoint_reply_begin_error(struct api_req *r, int err, const char *sandbox_id,
-				     const char *msg)
+int api_checkpoint_reply_begin_error(struct api_req *r, int err, const char *sandbox_id)
 {
 	if (err == ORC_EQUOTA)
-		return api_reply_error(r, err, "%s", msg);
+		return api_reply_failed(r, err);
 	if (err == API_ENOTREADY) {
 		/* Tell "not ours" from "not ready". */
 		char *address = NULL, *token = NULL;
@@ -305,18 +300,17 @@ int api_checkpoint_create(struct api_req *r)
 	struct ckpt_req c;
 	json_object *body;
 	PGresult *res = NULL, *done = NULL;
-	char msg[512], *id;
+	char *id;
 	int err;
 
 	if ((err = api_checkpoint_supported(r)) < 0)
 		return err;
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_create(&c, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
-	if ((err = api_checkpoint_begin(&res, r, r->id, c.name, c.labels, c.ttl, "manual", msg,
-					sizeof(msg))) < 0)
-		return api_checkpoint_reply_begin_error(r, err, r->id, msg);
+	if ((err = parse_create(&c, body, r)) < 0)
+		return api_reply_failed(r, err);
+	if ((err = api_checkpoint_begin(&res, r, r->id, c.name, c.labels, c.ttl, "manual")) < 0)
+		return api_checkpoint_reply_begin_error(r, err, r->id);
 	id = api_own_mem(r, xstrdup(PQgetvalue(res, 0, C_ID)));
 	PQclear(res);
 	orc_log(ORC_LOG_INFO, "checkpoint requested", "checkpoint_id", id, "sandbox_id", r->id, NULL);
@@ -373,7 +367,6 @@ int api_checkpoint_list(struct api_req *r)
 	PGresult *res = NULL;
 	PGconn *db = NULL;
 	int64_t lim = LIST_DEFAULT;
-	char msg[256];
 	int err, i, n;
 
 	memset(&cursor, 0, sizeof(cursor));
@@ -406,8 +399,8 @@ int api_checkpoint_list(struct api_req *r)
 		if (!labels)
 			labels = api_own_json(r, json_object_new_array());
 		json_object_array_add(labels, pair);
-		if ((err = api_check_label(key, value, msg, sizeof(msg))) < 0)
-			return api_reply_error(r, err, "query parameter 'label': %s", msg);
+		if ((err = api_check_label(key, value, r)) < 0)
+			return api_reply_error(r, err, "query parameter 'label': %s", r->error);
 	}
 	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	snprintf(limit, sizeof(limit), "%lld", (long long)lim + 1);

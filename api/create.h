@@ -34,22 +34,21 @@ struct api_create_req {
 };
 
 /* The create fields of body (and the Idempotency-Key header); 0, or
- * ORC_EINVALID / API_EBADREQ with msg. */
-int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *body,
-		     char *msg, size_t msglen);
+ * ORC_EINVALID / API_EBADREQ (api_fail). */
+int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *body);
 /*
  * The "disk" field of body (a size such as "2Gi", the memory units):
  * its text in out and its value in *bytes_out. Absent: dflt, or when dflt
  * is NULL out is "" and *bytes_out 0 (a fork keeps its checkpoint's).
- * ORC_EINVALID with msg for a bad unit, less than 16Mi or more than 64Ti.
+ * ORC_EINVALID (api_fail) for a bad unit, less than 16Mi or more than 64Ti.
  */
 int api_disk_parse(char *out, size_t outlen, int64_t *bytes_out, json_object *body,
-		   const char *dflt, char *msg, size_t msglen);
+		   const char *dflt, struct api_req *r);
 /* ORCHARD_SANDBOX_DISK_DEFAULT, else "10Gi". */
 const char *api_disk_default(void);
 /* Checks that need the database: the image exists (local driver) and the
- * size fits the largest node; ORC_EINVALID with msg when not. */
-int api_create_precheck(PGconn *db, const struct api_create_req *c, char *msg, size_t msglen);
+ * size fits the largest node; ORC_EINVALID (api_fail) when not. */
+int api_create_precheck(PGconn *db, const struct api_create_req *c, struct api_req *r);
 /*
  * Inside the caller's transaction (after api_quota_check): insert n
  * sandboxes of spec c with ids[0..n-1], each with its 'sandbox.create'

@@ -64,7 +64,7 @@ static int check_file(json_object *f, size_t i, struct api_req *r)
 	    (b64 && !json_object_is_type(b64, json_type_string)))
 		return api_fail(r, ORC_EINVALID, "files[%zu] needs exactly one of 'content' (text) and "
 				"'content_base64' (a string)", i);
-	return api_check_path(path, "files[].path", API_ERRBUF(r));
+	return api_check_path(path, "files[].path", r);
 }
 
 static int parse_eval(struct eval_req *e, json_object *body, struct api_req *r)

@@ -72,7 +72,7 @@ static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body)
 	if (!json_object_object_get_ex(body, "command", &x->command) || !x->command)
 		return api_fail(r, ORC_EINVALID, "field 'command' is required (a string, or an "
 				"array of strings)");
-	if ((err = api_check_command(x->command, API_ERRBUF(r))) < 0)
+	if ((err = api_check_command(x->command, r)) < 0)
 		return err;
 	/* null means 300; Orchard treats 0 the same way */
 	if ((err = orc_json_get_int(body, "timeout_seconds", &x->timeout, 0, 86400, API_ERRBUF(r))) < 0)
@@ -80,12 +80,12 @@ static int parse_exec(struct exec_req *x, struct api_req *r, json_object *body)
 	if (x->timeout == 0)
 		x->timeout = 300;
 	if (json_object_object_get_ex(body, "cwd", &v) && v) {
-		if ((err = api_check_path(v, "cwd", API_ERRBUF(r))) < 0)
+		if ((err = api_check_path(v, "cwd", r)) < 0)
 			return err;
 		x->cwd = json_object_get_string(v);
 	}
 	if ((err = orc_json_get_object(body, "env", &x->env, API_ERRBUF(r))) < 0 ||
-	    (x->env && (err = api_check_env(x->env, "env", API_ERRBUF(r))) < 0))
+	    (x->env && (err = api_check_env(x->env, "env", r)) < 0))
 		return err;
 	if ((err = orc_json_get_bool(body, "login_shell", &x->login_shell, API_ERRBUF(r))) < 0)
 		return err;

@@ -174,5 +174,5 @@ int api_exec_limit_admit(int *run_now_out, PGconn *db, struct api_req *r)
 
 int api_reply_exec_limit(struct api_req *r)
 {
-	return api_reply_quota(r, EXEC_RETRY_S, r->error);
+	return api_reply_quota(r, EXEC_RETRY_S);
 }

@@ -88,7 +88,7 @@ static int rate_retry(long *out, PGconn *db, const char *tenant, long long exces
 }
 
 /* A tenant-wide quota: max of column qcol against used + asked. */
-static int check_total(char *msg, size_t msglen, PGresult *res, int qcol, const char *quota,
+static int check_total(struct api_req *r, PGresult *res, int qcol, const char *quota,
 		       long long used, long long asked, const char *what)
 {
 	long long max;
@@ -98,24 +98,24 @@ static int check_total(char *msg, size_t msglen, PGresult *res, int qcol, const 
 	max = col(res, qcol);
 	if (used + asked <= max)
 		return 0;
-	snprintf(msg, msglen, "quota exceeded: %s of tenant \"%s\" is %lld and it has %lld %s; this "
-		 "request asks for %lld more", quota, PQgetvalue(res, 0, Q_NAME), max, used, what, asked);
-	return ORC_EQUOTA;
+	return api_fail(r, ORC_EQUOTA, "quota exceeded: %s of tenant \"%s\" is %lld and it has "
+			"%lld %s; this request asks for %lld more", quota,
+			PQgetvalue(res, 0, Q_NAME), max, used, what, asked);
 }
 
 /* A per-sandbox quota. */
-static int check_each(char *msg, size_t msglen, PGresult *res, int qcol, const char *quota,
+static int check_each(struct api_req *r, PGresult *res, int qcol, const char *quota,
 		      long long asked)
 {
 	if (PQgetisnull(res, 0, qcol) || asked <= col(res, qcol))
 		return 0;
-	snprintf(msg, msglen, "quota exceeded: %s of tenant \"%s\" is %lld per sandbox; this sandbox "
-		 "asks for %lld", quota, PQgetvalue(res, 0, Q_NAME), col(res, qcol), asked);
-	return ORC_EQUOTA;
+	return api_fail(r, ORC_EQUOTA, "quota exceeded: %s of tenant \"%s\" is %lld per sandbox; "
+			"this sandbox asks for %lld", quota, PQgetvalue(res, 0, Q_NAME),
+			col(res, qcol), asked);
 }
 
-int api_quota_check(long *retry_out, PGconn *db, int64_t tenant_id, int n, int64_t cpu_millis,
-		    int64_t memory_bytes, char *msg, size_t msglen)
+int api_quota_check(long *retry_out, PGconn *db, struct api_req *r, int n, int64_t cpu_millis,
+		    int64_t memory_bytes)
 {
 	char tenant[24];
 	const char *params[1] = { tenant };
@@ -123,23 +123,23 @@ int api_quota_check(long *retry_out, PGconn *db, int64_t tenant_id, int n, int64
 	int err;
 
 	*retry_out = QUOTA_RETRY_S;
-	snprintf(tenant, sizeof(tenant), "%lld", (long long)tenant_id);
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)r->tenant_id);
 	if ((err = orc_pg_query(NULL, db, lock_sql, 1, params)) < 0 ||
 	    (err = orc_pg_query_one(&res, db, quota_sql, 1, params)) < 0)
 		return err;
-	if ((err = check_each(msg, msglen, res, Q_MAX_CPU, "max_cpu_millis", cpu_millis)) < 0 ||
-	    (err = check_each(msg, msglen, res, Q_MAX_MEM, "max_memory_bytes", memory_bytes)) < 0 ||
-	    (err = check_total(msg, msglen, res, Q_MAX_SB, "max_sandboxes", col(res, Q_LIVE), n,
+	if ((err = check_each(r, res, Q_MAX_CPU, "max_cpu_millis", cpu_millis)) < 0 ||
+	    (err = check_each(r, res, Q_MAX_MEM, "max_memory_bytes", memory_bytes)) < 0 ||
+	    (err = check_total(r, res, Q_MAX_SB, "max_sandboxes", col(res, Q_LIVE), n,
 			       "live sandboxes (pending or ready)")) < 0 ||
-	    (err = check_total(msg, msglen, res, Q_MAX_TOTAL_CPU, "max_total_cpu_millis", col(res, Q_CPU),
+	    (err = check_total(r, res, Q_MAX_TOTAL_CPU, "max_total_cpu_millis", col(res, Q_CPU),
 			       (long long)n * cpu_millis, "millicores in live sandboxes")) < 0 ||
-	    (err = check_total(msg, msglen, res, Q_MAX_TOTAL_MEM, "max_total_memory_bytes",
+	    (err = check_total(r, res, Q_MAX_TOTAL_MEM, "max_total_memory_bytes",
 			       col(res, Q_MEM), (long long)n * memory_bytes,
 			       "bytes of memory in live sandboxes")) < 0 ||
-	    (err = check_total(msg, msglen, res, Q_MAX_QUEUED, "max_queued", col(res, Q_QUEUED), n,
+	    (err = check_total(r, res, Q_MAX_QUEUED, "max_queued", col(res, Q_QUEUED), n,
 			       "sandboxes queued for capacity")) < 0)
 		goto done;
-	if ((err = check_total(msg, msglen, res, Q_MAX_RATE, "max_creates_per_minute", col(res, Q_RECENT),
+	if ((err = check_total(r, res, Q_MAX_RATE, "max_creates_per_minute", col(res, Q_RECENT),
 			       n, "sandboxes created in the last 60 seconds")) < 0) {
 		long long excess = col(res, Q_RECENT) + n - col(res, Q_MAX_RATE);
 		if (n > col(res, Q_MAX_RATE))
@@ -152,10 +152,10 @@ done:
 	return err;
 }
 
-int api_reply_quota(struct api_req *r, long retry_s, const char *msg)
+int api_reply_quota(struct api_req *r, long retry_s)
 {
 	char hdr[48];
 
 	snprintf(hdr, sizeof(hdr), "Retry-After: %ld\r\n", retry_s);
-	return api_reply_error_h(r, ORC_EQUOTA, hdr, "%s", msg);
+	return api_reply_error_h(r, ORC_EQUOTA, hdr, "%s", r->error);
 }

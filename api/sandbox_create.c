@@ -60,7 +60,7 @@ const char *api_disk_default(void)
 
 /* cpu and memory may be strings or numbers; numbers keep their JSON text. */
 static int quantity(char *out, size_t outlen, json_object *body, const char *key,
-		    const char *dflt, char *msg, size_t msglen)
+		    const char *dflt, struct api_req *r)
 {
 	json_object *v = NULL;
 	const char *s;
@@ -71,26 +71,23 @@ static int quantity(char *out, size_t outlen, json_object *body, const char *key
 	}
 	if (json_object_is_type(v, json_type_string)) {
 		s = json_object_get_string(v);
-		if (strlen(s) != (size_t)json_object_get_string_len(v)) {
-			snprintf(msg, msglen, "field '%s' must not contain NUL characters", key);
-			return ORC_EINVALID;
-		}
+		if (strlen(s) != (size_t)json_object_get_string_len(v))
+			return api_fail(r, ORC_EINVALID, "field '%s' must not contain NUL "
+					"characters", key);
 	} else if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
 		s = orc_json_str(v, NULL);
 	} else {
-		snprintf(msg, msglen, "field '%s' must be a string such as \"%s\"", key, dflt);
-		return ORC_EINVALID;
+		return api_fail(r, ORC_EINVALID, "field '%s' must be a string such as \"%s\"", key,
+				dflt);
 	}
-	if (strlen(s) >= outlen) {
-		snprintf(msg, msglen, "field '%s' is too long", key);
-		return ORC_EINVALID;
-	}
+	if (strlen(s) >= outlen)
+		return api_fail(r, ORC_EINVALID, "field '%s' is too long", key);
 	snprintf(out, outlen, "%s", s);
 	return 0;
 }
 
 int api_disk_parse(char *out, size_t outlen, int64_t *bytes_out, json_object *body,
-		   const char *dflt, char *msg, size_t msglen)
+		   const char *dflt, struct api_req *r)
 {
 	json_object *v = NULL;
 	int err;
@@ -100,18 +97,15 @@ int api_disk_parse(char *out, size_t outlen, int64_t *bytes_out, json_object *bo
 		*out = '\0';
 		return 0;
 	}
-	if ((err = quantity(out, outlen, body, "disk", dflt ? dflt : "", msg, msglen)) < 0)
+	if ((err = quantity(out, outlen, body, "disk", dflt ? dflt : "", r)) < 0)
 		return err;
-	if (orc_parse_memory(bytes_out, out) < 0 || *bytes_out < DISK_MIN || *bytes_out > DISK_MAX) {
-		snprintf(msg, msglen, "invalid disk \"%s\": expected a size such as \"512Mi\" or \"2Gi\" "
-			 "(16Mi to 64Ti)", out);
-		return ORC_EINVALID;
-	}
+	if (orc_parse_memory(bytes_out, out) < 0 || *bytes_out < DISK_MIN || *bytes_out > DISK_MAX)
+		return api_fail(r, ORC_EINVALID, "invalid disk \"%s\": expected a size such as "
+				"\"512Mi\" or \"2Gi\" (16Mi to 64Ti)", out);
 	return 0;
 }
 
-int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *body,
-		     char *msg, size_t msglen)
+int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *body)
 {
 	json_object *v;
 	int err;
@@ -120,76 +114,66 @@ int api_create_parse(struct api_create_req *c, struct api_req *r, json_object *b
 	c->block_network = 1;
 	c->tools = 1;
 	c->timeout = 3600;
-	if ((err = orc_json_get_str(body, "image", &c->image, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "image", &c->image, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 1 || !*c->image) {
-		snprintf(msg, msglen, "field 'image' is required (for example \"host\")");
-		return ORC_EINVALID;
-	}
+	if (err == 1 || !*c->image)
+		return api_fail(r, ORC_EINVALID, "field 'image' is required (for example \"host\")");
 	if (strlen(c->image) > IMAGE_MAX || !orc_utf8_valid(c->image, strlen(c->image)) ||
-	    strpbrk(c->image, " \t\r\n")) {
-		snprintf(msg, msglen, "field 'image' must be an image reference of at most %d characters "
-			 "without whitespace", IMAGE_MAX);
-		return ORC_EINVALID;
-	}
-	if ((err = quantity(c->cpu, sizeof(c->cpu), body, "cpu", default_cpu(), msg, msglen)) < 0)
+	    strpbrk(c->image, " \t\r\n"))
+		return api_fail(r, ORC_EINVALID, "field 'image' must be an image reference of at "
+				"most %d characters without whitespace", IMAGE_MAX);
+	if ((err = quantity(c->cpu, sizeof(c->cpu), body, "cpu", default_cpu(), r)) < 0)
 		return err;
-	if (orc_parse_cpu(&c->cpu_millis, c->cpu) < 0) {
-		snprintf(msg, msglen, "invalid cpu \"%s\": expected cores such as \"2\", \"0.5\" or \"500m\"",
-			 c->cpu);
-		return ORC_EINVALID;
-	}
-	if ((err = quantity(c->memory, sizeof(c->memory), body, "memory", default_memory(), msg,
-			    msglen)) < 0)
+	if (orc_parse_cpu(&c->cpu_millis, c->cpu) < 0)
+		return api_fail(r, ORC_EINVALID, "invalid cpu \"%s\": expected cores such as "
+				"\"2\", \"0.5\" or \"500m\"", c->cpu);
+	if ((err = quantity(c->memory, sizeof(c->memory), body, "memory", default_memory(), r)) < 0)
 		return err;
-	if (orc_parse_memory(&c->memory_bytes, c->memory) < 0 || c->memory_bytes < (1 << 20)) {
-		snprintf(msg, msglen, "invalid memory \"%s\": expected a size such as \"512Mi\" or \"16Gi\" "
-			 "(at least 1Mi)", c->memory);
-		return ORC_EINVALID;
-	}
+	if (orc_parse_memory(&c->memory_bytes, c->memory) < 0 || c->memory_bytes < (1 << 20))
+		return api_fail(r, ORC_EINVALID, "invalid memory \"%s\": expected a size such as "
+				"\"512Mi\" or \"16Gi\" (at least 1Mi)", c->memory);
 	if ((err = api_disk_parse(c->disk, sizeof(c->disk), &c->disk_bytes, body, api_disk_default(),
-				  msg, msglen)) < 0)
+				  r)) < 0)
 		return err;
-	if ((err = orc_json_get_bool(body, "block_network", &c->block_network, msg, msglen)) < 0)
+	if ((err = orc_json_get_bool(body, "block_network", &c->block_network, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_bool(body, "tools", &c->tools, msg, msglen)) < 0)
+	if ((err = orc_json_get_bool(body, "tools", &c->tools, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_str(body, "sandbox_id", &c->sandbox_id, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "sandbox_id", &c->sandbox_id, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 0 && !api_valid_id(c->sandbox_id)) {
-		snprintf(msg, msglen, "sandbox_id \"%.80s\" is not a DNS label: 1-63 characters of [a-z0-9-], "
-			 "starting and ending with a letter or digit", c->sandbox_id);
-		return ORC_EINVALID;
-	}
+	if (err == 0 && !api_valid_id(c->sandbox_id))
+		return api_fail(r, ORC_EINVALID, "sandbox_id \"%.80s\" is not a DNS label: 1-63 "
+				"characters of [a-z0-9-], starting and ending with a letter or "
+				"digit", c->sandbox_id);
 	/* Orchard treats 0 like "not given". */
-	if ((err = orc_json_get_int(body, "timeout", &c->timeout, 0, 86400, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "timeout", &c->timeout, 0, 86400, API_ERRBUF(r))) < 0)
 		return err;
 	if (c->timeout == 0)
 		c->timeout = 3600;
-	if ((err = orc_json_get_int(body, "ttl_seconds", &c->ttl, 1, 30 * 86400, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "ttl_seconds", &c->ttl, 1, 30 * 86400, API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_int(body, "idle_timeout_seconds", &c->idle, 1, 30 * 86400, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "idle_timeout_seconds", &c->idle, 1, 30 * 86400,
+				    API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_object(body, "labels", &c->labels, msg, msglen)) < 0 ||
-	    (c->labels && (err = api_check_labels(c->labels, msg, msglen)) < 0))
+	if ((err = orc_json_get_object(body, "labels", &c->labels, API_ERRBUF(r))) < 0 ||
+	    (c->labels && (err = api_check_labels(c->labels, r)) < 0))
 		return err;
-	if ((err = orc_json_get_object(body, "env", &c->env, msg, msglen)) < 0 ||
-	    (c->env && (err = api_check_env(c->env, "env", msg, msglen)) < 0))
+	if ((err = orc_json_get_object(body, "env", &c->env, API_ERRBUF(r))) < 0 ||
+	    (c->env && (err = api_check_env(c->env, "env", r)) < 0))
 		return err;
 	if (json_object_object_get_ex(body, "workdir", &v) && v) {
-		if ((err = api_check_path(v, "workdir", msg, msglen)) < 0)
+		if ((err = api_check_path(v, "workdir", r)) < 0)
 			return err;
 		c->workdir = json_object_get_string(v);
 	}
-	if ((err = api_step_policy_parse(&c->checkpoints, body, msg, msglen)) < 0)
+	if ((err = api_step_policy_parse(&c->checkpoints, body, r)) < 0)
 		return err;
 	c->idempotency_key = api_req_param(r, "HTTP_IDEMPOTENCY_KEY");
 	if (c->idempotency_key && !*c->idempotency_key)
 		c->idempotency_key = NULL;
-	if (c->idempotency_key && !api_check_idempotency_key(c->idempotency_key)) {
-		snprintf(msg, msglen, "Idempotency-Key must be 1-255 printable ASCII characters");
-		return API_EBADREQ;
-	}
+	if (c->idempotency_key && !api_check_idempotency_key(c->idempotency_key))
+		return api_fail(r, API_EBADREQ, "Idempotency-Key must be 1-255 printable ASCII "
+				"characters");
 	return 0;
 }
 
@@ -213,19 +197,17 @@ static int find_replay(PGresult **out, PGconn *db, struct api_req *r, const char
 
 /* Local driver: is the image "host" or imported? Kubernetes driver: not
  * "host" (it would be pulled as a container image and end in
- * ErrImagePull). ORC_EINVALID with msg when not. (An image removed after
+ * ErrImagePull). ORC_EINVALID (api_fail) when not. (An image removed after
  * this check fails the row in the controller with the same hint.) */
-static int check_image(PGconn *db, const char *image, char *msg, size_t msglen)
+static int check_image(PGconn *db, const char *image, struct api_req *r)
 {
 	const char *params[1] = { image };
 	PGresult *res = NULL;
 	int err, found;
 
-	if (!strcmp(image, "host") && !strcmp(api_server.driver, "kubernetes")) {
-		snprintf(msg, msglen, "image \"host\" is the local driver's: under the kubernetes "
-			 "driver give a container image (e.g. python:3.11-slim)");
-		return ORC_EINVALID;
-	}
+	if (!strcmp(image, "host") && !strcmp(api_server.driver, "kubernetes"))
+		return api_fail(r, ORC_EINVALID, "image \"host\" is the local driver's: under the "
+				"kubernetes driver give a container image (e.g. python:3.11-slim)");
 	if (!strcmp(image, "host") || strcmp(api_server.driver, "local"))
 		return 0;
 	if ((err = orc_pg_query(&res, db, "SELECT 1 FROM images WHERE name = $1", 1, params)) < 0)
@@ -234,10 +216,9 @@ static int check_image(PGconn *db, const char *image, char *msg, size_t msglen)
 	PQclear(res);
 	if (found)
 		return 0;
-	snprintf(msg, msglen, "image \"%.100s\" is not available: the local driver runs \"host\" or "
-		 "an imported image; import it with: orchard-admin image import NAME --dir PATH | "
-		 "--tar FILE | --oci LAYOUT[:TAG]", image);
-	return ORC_EINVALID;
+	return api_fail(r, ORC_EINVALID, "image \"%.100s\" is not available: the local driver "
+			"runs \"host\" or an imported image; import it with: orchard-admin image "
+			"import NAME --dir PATH | --tar FILE | --oci LAYOUT[:TAG]", image);
 }
 
 static char *event_data(const struct api_create_req *c)
@@ -334,18 +315,18 @@ done:
 	return err;
 }
 
-int api_create_precheck(PGconn *db, const struct api_create_req *c, char *msg, size_t msglen)
+int api_create_precheck(PGconn *db, const struct api_create_req *c, struct api_req *r)
 {
 	int err;
 
-	if ((err = check_image(db, c->image, msg, msglen)) < 0)
+	if ((err = check_image(db, c->image, r)) < 0)
 		return err;
-	return api_capacity_check(db, c->cpu_millis, c->memory_bytes, msg, msglen);
+	return api_capacity_check(db, c->cpu_millis, c->memory_bytes, r);
 }
 
 /* One sandbox: the quota check and the insert are one transaction (quota.c). */
 static int insert(PGresult **out, long *retry_out, PGconn *db, struct api_req *r,
-		  const struct api_create_req *c, const char *id, char *msg, size_t msglen)
+		  const struct api_create_req *c, const char *id)
 {
 	const char *ids[1] = { id };
 	PGresult *res = NULL;
@@ -353,8 +334,7 @@ static int insert(PGresult **out, long *retry_out, PGconn *db, struct api_req *r
 
 	if ((err = orc_pg_begin(db)) < 0)
 		return err;
-	if ((err = api_quota_check(retry_out, db, r->tenant_id, 1, c->cpu_millis, c->memory_bytes,
-				   msg, msglen)) < 0 ||
+	if ((err = api_quota_check(retry_out, db, r, 1, c->cpu_millis, c->memory_bytes)) < 0 ||
 	    (err = api_create_insert(&res, db, r, c, ids, 1, NULL)) < 0 ||
 	    (err = orc_pg_commit(db)) < 0) {
 		orc_pg_rollback(db);
@@ -371,14 +351,14 @@ int api_sandbox_create(struct api_req *r)
 	json_object *body;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[512], genid[9];
+	char genid[9];
 	long retry = 0;
 	int err, attempt;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = api_create_parse(&c, r, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = api_create_parse(&c, r, body)) < 0)
+		return api_reply_failed(r, err);
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
 		return api_reply_error(r, err, "database unavailable");
 	if (c.idempotency_key && (err = api_idempotency_bind(r, db, "sandbox", c.idempotency_key)) < 0) {
@@ -387,7 +367,7 @@ int api_sandbox_create(struct api_req *r)
 	}
 	if (c.idempotency_key && (err = find_replay(&res, db, r, c.idempotency_key)) != ORC_ENOTFOUND)
 		goto done;
-	if ((err = api_create_precheck(db, &c, msg, sizeof(msg))) < 0)
+	if ((err = api_create_precheck(db, &c, r)) < 0)
 		goto done;
 	for (attempt = 0; attempt < CREATE_ATTEMPTS; attempt++) {
 		const char *id = c.sandbox_id;
@@ -395,7 +375,7 @@ int api_sandbox_create(struct api_req *r)
 			orc_random_hex(genid, 4);
 			id = genid;
 		}
-		err = insert(&res, &retry, db, r, &c, id, msg, sizeof(msg));
+		err = insert(&res, &retry, db, r, &c, id);
 		if (err != ORC_ECONFLICT)
 			break;
 		/* A concurrent request with our Idempotency-Key won the race? */
@@ -411,9 +391,9 @@ done:
 		return api_reply_error(r, err, "sandbox \"%s\" already exists",
 				       c.sandbox_id ? c.sandbox_id : "(generated)");
 	if (err == ORC_EQUOTA)
-		return api_reply_quota(r, retry, msg);
+		return api_reply_quota(r, retry);
 	if (err == ORC_EINVALID)
-		return api_reply_error(r, err, "%s", msg);
+		return api_reply_failed(r, err);
 	if (err < 0)
 		return api_reply_error(r, err, "cannot create the sandbox");
 	api_own_pg(r, res);

@@ -35,7 +35,6 @@ struct list_req {
 static int parse_list(struct list_req *l, struct api_req *r)
 {
 	const char *v;
-	char msg[256];
 	int i;
 
 	memset(l, 0, sizeof(*l));
@@ -71,8 +70,8 @@ static int parse_list(struct list_req *l, struct api_req *r)
 		if (!l->labels)
 			l->labels = api_own_json(r, json_object_new_array());
 		json_object_array_add(l->labels, pair);
-		if ((err = api_check_label(key, value, msg, sizeof(msg))) < 0)
-			return api_reply_error(r, err, "query parameter 'label': %s", msg);
+		if ((err = api_check_label(key, value, r)) < 0)
+			return api_reply_error(r, err, "query parameter 'label': %s", r->error);
 	}
 	return 0;
 }

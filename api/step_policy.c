@@ -48,35 +48,34 @@ static int64_t env_i64(const char *name, int64_t dflt, int64_t min, int64_t max)
 	return n;
 }
 
-int api_step_mode_parse(const char **out, json_object *body, const char *field, char *msg,
-			size_t msglen)
+int api_step_mode_parse(const char **out, json_object *body, const char *field, struct api_req *r)
 {
 	const char *mode = NULL;
 	int err;
 
-	if ((err = orc_json_get_str(body, field, &mode, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, field, &mode, API_ERRBUF(r))) < 0)
 		return err;
 	if (err == 1)
 		mode = NULL;
-	if (mode && strcmp(mode, "none") && strcmp(mode, "every_step")) {
-		snprintf(msg, msglen, "field '%s' must be \"none\" or \"every_step\"", field);
-		return ORC_EINVALID;
-	}
+	if (mode && strcmp(mode, "none") && strcmp(mode, "every_step"))
+		return api_fail(r, ORC_EINVALID, "field '%s' must be \"none\" or \"every_step\"",
+				field);
 	*out = mode;
 	return 0;
 }
 
-int api_step_policy_parse(struct api_step_policy *p, json_object *body, char *msg, size_t msglen)
+int api_step_policy_parse(struct api_step_policy *p, json_object *body, struct api_req *r)
 {
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	if ((err = api_step_mode_parse(&p->mode, body, "checkpoints", msg, msglen)) < 0)
+	if ((err = api_step_mode_parse(&p->mode, body, "checkpoints", r)) < 0)
 		return err;
-	if ((err = orc_json_get_int(body, "checkpoint_keep", &p->keep, 1, KEEP_MAX, msg, msglen)) < 0)
+	if ((err = orc_json_get_int(body, "checkpoint_keep", &p->keep, 1, KEEP_MAX,
+				    API_ERRBUF(r))) < 0)
 		return err;
-	if ((err = orc_json_get_int(body, "checkpoint_ttl_seconds", &p->ttl, 1, TTL_MAX_S, msg,
-				    msglen)) < 0)
+	if ((err = orc_json_get_int(body, "checkpoint_ttl_seconds", &p->ttl, 1, TTL_MAX_S,
+				    API_ERRBUF(r))) < 0)
 		return err;
 	p->given = p->mode || p->keep || p->ttl;
 	return 0;
@@ -124,7 +123,7 @@ int api_sandbox_patch(struct api_req *r)
 	struct api_step_policy p;
 	json_object *body, *o;
 	const char *params[7];
-	char bufs[5][24], msg[512], *sql;
+	char bufs[5][24], *sql;
 	PGresult *res = NULL;
 	int err;
 
@@ -138,8 +137,8 @@ int api_sandbox_patch(struct api_req *r)
 					       "takes checkpoints, checkpoint_keep and "
 					       "checkpoint_ttl_seconds", k);
 	}
-	if ((err = api_step_policy_parse(&p, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = api_step_policy_parse(&p, body, r)) < 0)
+		return api_reply_failed(r, err);
 	policy_params(params, bufs, r->id, r->tenant_id, &p);
 	sql = api_own_mem(r, xasprintf("%s AND state IN ('pending', 'ready') RETURNING id,"
 				       " COALESCE(checkpoints, (SELECT default_checkpoints FROM tenants t"

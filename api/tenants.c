@@ -142,7 +142,7 @@ static json_object *tenant_view(PGresult *res, int row)
 
 /* Read the quota fields of body; reject any field not in allowed. */
 static int parse_quotas(struct quota_patch *p, json_object *body, const char *const *allowed,
-			char *msg, size_t msglen)
+			struct api_req *r)
 {
 	size_t i;
 	int err;
@@ -155,69 +155,61 @@ static int parse_quotas(struct quota_patch *p, json_object *body, const char *co
 			known |= !strcmp(k, allowed[i]);
 		for (i = 0; i < NQUOTAS; i++)
 			known |= !strcmp(k, quotas[i].field);
-		if (!known) {
-			snprintf(msg, msglen, "unknown field '%.64s' (quota fields: " QUOTA_FIELDS
-				 "; and default_checkpoints)", k);
-			return ORC_EINVALID;
-		}
+		if (!known)
+			return api_fail(r, ORC_EINVALID, "unknown field '%.64s' (quota fields: "
+					QUOTA_FIELDS "; and default_checkpoints)", k);
 	}
 	for (i = 0; i < NQUOTAS; i++) {
 		int64_t n = 0;
 		json_object *val = NULL;
 		p->given[i] = json_object_object_get_ex(body, quotas[i].field, &val);
-		if (p->given[i] && !val && quotas[i].dflt) {
-			snprintf(msg, msglen, "field '%s' cannot be null (%lld..%lld)", quotas[i].field,
-				 (long long)quotas[i].min, (long long)quotas[i].max);
-			return ORC_EINVALID;
-		}
+		if (p->given[i] && !val && quotas[i].dflt)
+			return api_fail(r, ORC_EINVALID, "field '%s' cannot be null (%lld..%lld)",
+					quotas[i].field, (long long)quotas[i].min,
+					(long long)quotas[i].max);
 		if ((err = orc_json_get_int(body, quotas[i].field, &n, quotas[i].min, quotas[i].max,
-					    msg, msglen)) < 0)
+					    API_ERRBUF(r))) < 0)
 			return err;
 		if (err == 0)
 			snprintf(p->value[i], sizeof(p->value[i]), "%lld", (long long)n);
 	}
 	p->checkpoints_given = json_object_object_get_ex(body, "default_checkpoints", NULL);
-	return api_step_mode_parse(&p->checkpoints, body, "default_checkpoints", msg, msglen);
+	return api_step_mode_parse(&p->checkpoints, body, "default_checkpoints", r);
 }
 
-/* A POST /tenants body: a DNS-label name and the quotas; 0, or ORC_EINVALID and msg. */
+/* A POST /tenants body: a DNS-label name and the quotas; 0, or ORC_EINVALID (api_fail). */
 static int parse_tenant_create(const char **name, struct quota_patch *p, json_object *body,
-			       char *msg, size_t msglen)
+			       struct api_req *r)
 {
 	static const char *const allowed[] = { "name", "default_checkpoints", NULL };
 	int err;
 
-	if ((err = orc_json_get_str(body, "name", name, msg, msglen)) < 0)
+	if ((err = orc_json_get_str(body, "name", name, API_ERRBUF(r))) < 0)
 		return err;
-	if (err == 1) {
-		snprintf(msg, msglen, "field 'name' is required");
-		return ORC_EINVALID;
-	}
-	if (!orc_is_dns_label(*name)) {
-		snprintf(msg, msglen, "field 'name' must be a DNS label: 1-63 characters of [a-z0-9-], "
-			 "starting and ending with a letter or digit");
-		return ORC_EINVALID;
-	}
-	return parse_quotas(p, body, allowed, msg, msglen);
+	if (err == 1)
+		return api_fail(r, ORC_EINVALID, "field 'name' is required");
+	if (!orc_is_dns_label(*name))
+		return api_fail(r, ORC_EINVALID, "field 'name' must be a DNS label: 1-63 "
+				"characters of [a-z0-9-], starting and ending with a letter or "
+				"digit");
+	return parse_quotas(p, body, allowed, r);
 }
 
-/* A PATCH /tenants/{name} body: at least one quota field; 0, or ORC_EINVALID and msg. */
-static int parse_tenant_patch(struct quota_patch *p, json_object *body, char *msg, size_t msglen)
+/* A PATCH /tenants/{name} body: at least one quota field; 0, or ORC_EINVALID (api_fail). */
+static int parse_tenant_patch(struct quota_patch *p, json_object *body, struct api_req *r)
 {
 	static const char *const allowed[] = { "default_checkpoints", NULL };
 	size_t i;
 	int err, any;
 
-	if ((err = parse_quotas(p, body, allowed, msg, msglen)) < 0)
+	if ((err = parse_quotas(p, body, allowed, r)) < 0)
 		return err;
 	any = p->checkpoints_given;
 	for (i = 0; i < NQUOTAS; i++)
 		any |= p->given[i];
-	if (!any) {
-		snprintf(msg, msglen, "nothing to change: give one of " QUOTA_FIELDS ", default_checkpoints"
-			 " (null removes a quota)");
-		return ORC_EINVALID;
-	}
+	if (!any)
+		return api_fail(r, ORC_EINVALID, "nothing to change: give one of " QUOTA_FIELDS
+				", default_checkpoints (null removes a quota)");
 	return 0;
 }
 
@@ -345,14 +337,14 @@ int api_tenant_create(struct api_req *r)
 	json_object *body;
 	const char *name = NULL, *params[2 + NQUOTAS];
 	PGconn *db = NULL;
-	char msg[512], *sql;
+	char *sql;
 	size_t i;
 	int err;
 
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_tenant_create(&name, &p, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_tenant_create(&name, &p, body, r)) < 0)
+		return api_reply_failed(r, err);
 	params[0] = name;
 	for (i = 0; i < NQUOTAS; i++)
 		params[i + 1] = p.value[i][0] ? p.value[i] : NULL;
@@ -379,7 +371,7 @@ int api_tenant_patch(struct api_req *r)
 	const char *params[3 + 2 * NQUOTAS];
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[512], *sql;
+	char *sql;
 	size_t i;
 	int err;
 
@@ -387,8 +379,8 @@ int api_tenant_patch(struct api_req *r)
 		if_match = NULL;
 	if ((err = api_req_json_body(&body, r)) < 0)
 		return err;
-	if ((err = parse_tenant_patch(&p, body, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = parse_tenant_patch(&p, body, r)) < 0)
+		return api_reply_failed(r, err);
 	params[0] = r->id;
 	for (i = 0; i < NQUOTAS; i++) {
 		params[1 + 2 * i] = p.given[i] ? "true" : "false";

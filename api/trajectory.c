@@ -485,7 +485,7 @@ int api_trajectory_get(struct api_req *r)
 static int parse_labels(json_object **out, struct api_req *r)
 {
 	json_object *labels = NULL;
-	char msg[256], *key;
+	char *key;
 	const char *eq;
 	int i;
 
@@ -500,8 +500,8 @@ static int parse_labels(json_object **out, struct api_req *r)
 		json_object_object_add(labels, key, json_object_new_string(eq + 1));
 		free(key);
 	}
-	if (labels && api_check_labels(labels, msg, sizeof(msg)) < 0)
-		return api_reply_error(r, ORC_EINVALID, "%s", msg);
+	if (labels && api_check_labels(labels, r) < 0)
+		return api_reply_failed(r, ORC_EINVALID);
 	*out = labels;
 	return 0;
 }

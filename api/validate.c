@@ -1,9 +1,8 @@
 /*
  * Validation of the JSON fields shared by several routes (labels, env,
- * paths, commands). Each check returns 0 or ORC_EINVALID with a message in
- * msg that names the field and what was expected.
+ * paths, commands). Each check returns 0 or ORC_EINVALID with a message
+ * (api_fail) that names the field and what was expected.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,19 +10,6 @@
 #include "err.h"
 #include "json.h"
 #include "validate.h"
-
-static int fail(char *msg, size_t msglen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *msg, size_t msglen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, msglen, fmt, ap);
-	va_end(ap);
-	return ORC_EINVALID;
-}
 
 /* A JSON string without embedded NUL, at most max bytes. */
 static int plain_string(json_object *v, size_t max)
@@ -89,31 +75,30 @@ static int label_key_ok(const char *k)
 	       label_name_ok(slash + 1, strlen(slash + 1), 0);
 }
 
-int api_check_label(const char *key, json_object *v, char *msg, size_t msglen)
+int api_check_label(const char *key, json_object *v, struct api_req *r)
 {
 	if (!label_key_ok(key))
-		return fail(msg, msglen,
-			    "label key '%.80s' is invalid: an optional DNS subdomain prefix and '/', "
-			    "then a name of 1-63 characters of [A-Za-z0-9._-] starting and ending "
-			    "with a letter or digit", key);
+		return api_fail(r, ORC_EINVALID, "label key '%.80s' is invalid: an optional DNS "
+				"subdomain prefix and '/', then a name of 1-63 characters of "
+				"[A-Za-z0-9._-] starting and ending with a letter or digit", key);
 	if (!v || !json_object_is_type(v, json_type_string) ||
 	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v) ||
 	    !label_name_ok(json_object_get_string(v), (size_t)json_object_get_string_len(v), 1))
-		return fail(msg, msglen,
-			    "label '%.80s' has an invalid value: a string of at most 63 characters of "
-			    "[A-Za-z0-9._-] starting and ending with a letter or digit, or empty", key);
+		return api_fail(r, ORC_EINVALID, "label '%.80s' has an invalid value: a string of "
+				"at most 63 characters of [A-Za-z0-9._-] starting and ending with "
+				"a letter or digit, or empty", key);
 	return 0;
 }
 
-int api_check_labels(json_object *o, char *msg, size_t msglen)
+int api_check_labels(json_object *o, struct api_req *r)
 {
 	int err;
 
 	if (json_object_object_length(o) > API_LABELS_MAX)
-		return fail(msg, msglen, "field 'labels' has %d entries; at most %d are allowed",
-			    json_object_object_length(o), API_LABELS_MAX);
+		return api_fail(r, ORC_EINVALID, "field 'labels' has %d entries; at most %d are "
+				"allowed", json_object_object_length(o), API_LABELS_MAX);
 	json_object_object_foreach(o, k, v) {
-		if ((err = api_check_label(k, v, msg, msglen)) < 0)
+		if ((err = api_check_label(k, v, r)) < 0)
 			return err;
 	}
 	return 0;
@@ -133,56 +118,59 @@ static int env_name_ok(const char *k)
 	return 1;
 }
 
-int api_check_env(json_object *o, const char *field, char *msg, size_t msglen)
+int api_check_env(json_object *o, const char *field, struct api_req *r)
 {
 	if (json_object_object_length(o) > API_ENV_MAX)
-		return fail(msg, msglen, "field '%s' has more than %d entries", field, API_ENV_MAX);
+		return api_fail(r, ORC_EINVALID, "field '%s' has more than %d entries", field,
+				API_ENV_MAX);
 	json_object_object_foreach(o, k, v) {
 		if (!env_name_ok(k))
-			return fail(msg, msglen, "environment variable name '%.80s' is invalid in '%s'",
-				    k, field);
+			return api_fail(r, ORC_EINVALID, "environment variable name '%.80s' is "
+					"invalid in '%s'", k, field);
 		if (!plain_string(v, API_ENV_VALUE_MAX))
-			return fail(msg, msglen, "environment variable '%.80s' in '%s' must be a string "
-				    "(at most 65536 bytes, no NUL)", k, field);
+			return api_fail(r, ORC_EINVALID, "environment variable '%.80s' in '%s' "
+					"must be a string (at most 65536 bytes, no NUL)", k, field);
 	}
 	return 0;
 }
 
-int api_check_path(json_object *v, const char *field, char *msg, size_t msglen)
+int api_check_path(json_object *v, const char *field, struct api_req *r)
 {
 	const char *s;
 
 	if (!plain_string(v, API_PATH_MAX))
-		return fail(msg, msglen, "field '%s' must be a string of at most 4096 bytes", field);
+		return api_fail(r, ORC_EINVALID, "field '%s' must be a string of at most 4096 "
+				"bytes", field);
 	s = json_object_get_string(v);
 	if (s[0] != '/')
-		return fail(msg, msglen, "field '%s' must be an absolute path", field);
+		return api_fail(r, ORC_EINVALID, "field '%s' must be an absolute path", field);
 	return 0;
 }
 
-int api_check_command(json_object *v, char *msg, size_t msglen)
+int api_check_command(json_object *v, struct api_req *r)
 {
 	size_t i, n;
 
 	if (json_object_is_type(v, json_type_string)) {
 		if (!plain_string(v, API_COMMAND_MAX) || !json_object_get_string_len(v))
-			return fail(msg, msglen, "field 'command' must be a non-empty string of at most "
-				    "1 MiB without NUL bytes");
+			return api_fail(r, ORC_EINVALID, "field 'command' must be a non-empty "
+					"string of at most 1 MiB without NUL bytes");
 		return 0;
 	}
 	if (!json_object_is_type(v, json_type_array))
-		return fail(msg, msglen, "field 'command' must be a string or an array of strings");
+		return api_fail(r, ORC_EINVALID, "field 'command' must be a string or an array of "
+				"strings");
 	n = json_object_array_length(v);
 	if (n < 1 || n > API_ARGV_MAX)
-		return fail(msg, msglen, "field 'command' must have 1 to 4096 elements");
+		return api_fail(r, ORC_EINVALID, "field 'command' must have 1 to 4096 elements");
 	for (i = 0; i < n; i++) {
 		json_object *a = json_object_array_get_idx(v, i);
 		if (!a || !plain_string(a, API_COMMAND_MAX))
-			return fail(msg, msglen, "every element of 'command' must be a string without "
-				    "NUL bytes");
+			return api_fail(r, ORC_EINVALID, "every element of 'command' must be a "
+					"string without NUL bytes");
 	}
 	if (!json_object_get_string_len(json_object_array_get_idx(v, 0)))
-		return fail(msg, msglen, "the program name (command[0]) must not be empty");
+		return api_fail(r, ORC_EINVALID, "the program name (command[0]) must not be empty");
 	return 0;
 }
 

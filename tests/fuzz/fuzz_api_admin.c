@@ -71,7 +71,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct api_req r;
 	json_object *body;
 	const char *name = NULL, *tenant = NULL, *role = NULL, *q;
-	char msg[256];
 	int err, any;
 	size_t i;
 
@@ -87,22 +86,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(body = fuzz_req_body(&r)))
 		goto done;
 
-	msg[0] = '\0';
-	if ((err = parse_tenant_create(&name, &p, body, msg, sizeof(msg))) == 0) {
+	r.error[0] = '\0';
+	if ((err = parse_tenant_create(&name, &p, body, &r)) == 0) {
 		FUZZ_ASSERT(fuzz_is_field(body, "name", name) && orc_is_dns_label(name));
 		check_quotas(&p, body);
 	} else {
-		FUZZ_ASSERT(err == ORC_EINVALID && msg[0]);
+		FUZZ_ASSERT(err == ORC_EINVALID && r.error[0]);
 	}
-	msg[0] = '\0';
-	if ((err = parse_tenant_patch(&p, body, msg, sizeof(msg))) == 0) {
+	r.error[0] = '\0';
+	if ((err = parse_tenant_patch(&p, body, &r)) == 0) {
 		FUZZ_ASSERT(!json_object_object_get_ex(body, "name", NULL));
 		check_quotas(&p, body);
 		for (any = 0, i = 0; i < NQUOTAS; i++)
 			any |= p.given[i];
 		FUZZ_ASSERT(any);
 	} else {
-		FUZZ_ASSERT(err == ORC_EINVALID && msg[0]);
+		FUZZ_ASSERT(err == ORC_EINVALID && r.error[0]);
 	}
 
 	fuzz_req_rearm(&r);

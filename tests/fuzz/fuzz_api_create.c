@@ -37,9 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	idem_key = key;
 	if (orc_json_parse_object(&body, (const char *)data + skip, size - skip, msg, sizeof(msg)) < 0)
 		goto done;
-	msg[0] = '\0';
-	if ((err = api_create_parse(&c, &r, body, msg, sizeof(msg))) < 0) {
-		FUZZ_ASSERT(msg[0]);
+	if ((err = api_create_parse(&c, &r, body)) < 0) {
+		FUZZ_ASSERT(r.error[0]);
 		goto done;
 	}
 	FUZZ_ASSERT(c.image && c.image[0] && strlen(c.image) <= IMAGE_MAX && !strpbrk(c.image, " \t\r\n"));
@@ -48,8 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(!c.sandbox_id || orc_is_dns_label(c.sandbox_id));
 	FUZZ_ASSERT(c.timeout >= 1 && c.timeout <= 86400);
 	FUZZ_ASSERT(c.ttl >= 0 && c.idle >= 0);
-	FUZZ_ASSERT(!c.labels || api_check_labels(c.labels, msg, sizeof(msg)) == 0);
-	FUZZ_ASSERT(!c.env || api_check_env(c.env, "env", msg, sizeof(msg)) == 0);
+	FUZZ_ASSERT(!c.labels || api_check_labels(c.labels, &r) == 0);
+	FUZZ_ASSERT(!c.env || api_check_env(c.env, "env", &r) == 0);
 	FUZZ_ASSERT(!c.workdir || c.workdir[0] == '/');
 	FUZZ_ASSERT(!c.idempotency_key || api_check_idempotency_key(c.idempotency_key));
 done:

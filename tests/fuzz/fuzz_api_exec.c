@@ -29,15 +29,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	idem_key = key;
 	if (orc_json_parse_object(&body, (const char *)data + skip, size - skip, msg, sizeof(msg)) < 0)
 		goto done;
-	msg[0] = '\0';
 	if ((err = parse_exec(&x, &r, body)) < 0) {
 		FUZZ_ASSERT(r.error[0]);
 		goto done;
 	}
-	FUZZ_ASSERT(x.command && api_check_command(x.command, msg, sizeof(msg)) == 0);
+	FUZZ_ASSERT(x.command && api_check_command(x.command, &r) == 0);
 	FUZZ_ASSERT(x.timeout >= 1 && x.timeout <= 86400);
 	FUZZ_ASSERT(!x.cwd || x.cwd[0] == '/');
-	FUZZ_ASSERT(!x.env || api_check_env(x.env, "env", msg, sizeof(msg)) == 0);
+	FUZZ_ASSERT(!x.env || api_check_env(x.env, "env", &r) == 0);
 	FUZZ_ASSERT(!x.stdin_data || x.stdin_len <= STDIN_MAX);
 	FUZZ_ASSERT(!x.idempotency_key || api_check_idempotency_key(x.idempotency_key));
 done:

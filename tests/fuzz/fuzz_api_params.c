@@ -78,7 +78,7 @@ static void lists(struct api_req *r)
 			json_object *pair = json_object_array_get_idx(l.labels, i);
 			FUZZ_ASSERT(json_object_object_length(pair) == 1);
 			json_object_object_foreach(pair, k, v)
-				FUZZ_ASSERT(api_check_label(k, v, NULL, 0) == 0);
+				FUZZ_ASSERT(api_check_label(k, v, r) == 0);
 		}
 	} else {
 		FUZZ_ASSERT(r->status == ORC_EINVALID);
@@ -116,7 +116,7 @@ static void exports(struct api_req *r)
 		FUZZ_ASSERT(!ok && r->status == ORC_EINVALID);
 	fuzz_req_rearm(r);
 	if (parse_labels(&labels, r) == 0)
-		FUZZ_ASSERT(!labels || api_check_labels(labels, NULL, 0) == 0);
+		FUZZ_ASSERT(!labels || api_check_labels(labels, r) == 0);
 	else
 		FUZZ_ASSERT(r->status == ORC_EINVALID);
 }

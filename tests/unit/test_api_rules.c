@@ -109,10 +109,10 @@ static json_object *js(const char *text)
 	return o;
 }
 
-static int labels(const char *text, char *msg, size_t n)
+static int labels(const char *text, struct api_req *r)
 {
 	json_object *o = js(text);
-	int e = api_check_labels(o, msg, n);
+	int e = api_check_labels(o, r);
 
 	json_object_put(o);
 	return e;
@@ -125,14 +125,14 @@ static void labels_follow_kubernetes_rules(void)
 	static const char *const bad[] = { "{\"\": \"x\"}", "{\"-a\": \"x\"}", "{\"a\": \"-x\"}",
 					   "{\"a\": 1}", "{\"a b\": \"x\"}", "{\"/a\": \"x\"}",
 					   "{\"Pre_fix/a\": \"x\"}", "{\"a\": \"x y\"}" };
-	char msg[256];
+	struct api_req r = { 0 };
 	size_t i;
 
 	for (i = 0; i < sizeof(good) / sizeof(*good); i++)
-		CHECK(labels(good[i], msg, sizeof(msg)) == 0);
+		CHECK(labels(good[i], &r) == 0);
 	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
-		msg[0] = '\0';
-		if (labels(bad[i], msg, sizeof(msg)) != ORC_EINVALID || !msg[0]) {
+		r.error[0] = '\0';
+		if (labels(bad[i], &r) != ORC_EINVALID || !r.error[0]) {
 			fprintf(stderr, "    labels %s were not refused with a message\n", bad[i]);
 			unit_failures++;
 		}
@@ -141,62 +141,63 @@ static void labels_follow_kubernetes_rules(void)
 
 static void label_lengths_are_bounded(void)
 {
-	char key[API_LABEL_NAME_MAX + 2], text[256], msg[256];
+	struct api_req r = { 0 };
+	char key[API_LABEL_NAME_MAX + 2], text[256];
 
 	memset(key, 'a', sizeof(key));
 	key[API_LABEL_NAME_MAX] = '\0';
 	snprintf(text, sizeof(text), "{\"%s\": \"v\"}", key);
-	CHECK(labels(text, msg, sizeof(msg)) == 0);
+	CHECK(labels(text, &r) == 0);
 	key[API_LABEL_NAME_MAX] = 'a';
 	key[API_LABEL_NAME_MAX + 1] = '\0';
 	snprintf(text, sizeof(text), "{\"%s\": \"v\"}", key);
-	CHECK(labels(text, msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(labels(text, &r) == ORC_EINVALID);
 }
 
 static void env_paths_and_commands_are_checked(void)
 {
 	json_object *o;
-	char msg[256];
+	struct api_req r = { 0 };
 
 	o = js("{\"PATH\": \"/bin\", \"_X1\": \"\"}");
-	CHECK(api_check_env(o, "env", msg, sizeof(msg)) == 0);
+	CHECK(api_check_env(o, "env", &r) == 0);
 	json_object_put(o);
 	o = js("{\"1X\": \"a\"}");
-	msg[0] = '\0';
-	CHECK(api_check_env(o, "env", msg, sizeof(msg)) == ORC_EINVALID && strstr(msg, "env"));
+	r.error[0] = '\0';
+	CHECK(api_check_env(o, "env", &r) == ORC_EINVALID && strstr(r.error, "env"));
 	json_object_put(o);
 	o = js("{\"A\": 1}");
-	CHECK(api_check_env(o, "env", msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(api_check_env(o, "env", &r) == ORC_EINVALID);
 	json_object_put(o);
 	o = js("{\"A=B\": \"x\"}");
-	CHECK(api_check_env(o, "env", msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(api_check_env(o, "env", &r) == ORC_EINVALID);
 	json_object_put(o);
 
 	o = js("\"/workspace/a\"");
-	CHECK(api_check_path(o, "cwd", msg, sizeof(msg)) == 0);
+	CHECK(api_check_path(o, "cwd", &r) == 0);
 	json_object_put(o);
 	o = js("\"relative\"");
-	msg[0] = '\0';
-	CHECK(api_check_path(o, "cwd", msg, sizeof(msg)) == ORC_EINVALID && strstr(msg, "cwd"));
+	r.error[0] = '\0';
+	CHECK(api_check_path(o, "cwd", &r) == ORC_EINVALID && strstr(r.error, "cwd"));
 	json_object_put(o);
 	o = js("5");
-	CHECK(api_check_path(o, "cwd", msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(api_check_path(o, "cwd", &r) == ORC_EINVALID);
 	json_object_put(o);
 
 	o = js("\"echo hi\"");
-	CHECK(api_check_command(o, msg, sizeof(msg)) == 0);
+	CHECK(api_check_command(o, &r) == 0);
 	json_object_put(o);
 	o = js("[\"ls\", \"-l\"]");
-	CHECK(api_check_command(o, msg, sizeof(msg)) == 0);
+	CHECK(api_check_command(o, &r) == 0);
 	json_object_put(o);
 	o = js("\"\"");
-	CHECK(api_check_command(o, msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(api_check_command(o, &r) == ORC_EINVALID);
 	json_object_put(o);
 	o = js("[]");
-	CHECK(api_check_command(o, msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(api_check_command(o, &r) == ORC_EINVALID);
 	json_object_put(o);
 	o = js("[\"ls\", 1]");
-	CHECK(api_check_command(o, msg, sizeof(msg)) == ORC_EINVALID);
+	CHECK(api_check_command(o, &r) == ORC_EINVALID);
 	json_object_put(o);
 }
 
