@@ -576,8 +576,10 @@ int api_agent_get(struct api_agent *out, struct api_req *r);
 int api_agent_json(struct orc_buf *out, long *status_out, struct api_req *r,
 		   const struct api_agent *a, const char *method, const char *path,
 		   const char *body, size_t body_len, long timeout_ms);
-/* The agent's {"error": "..."} message, or a placeholder. */
-const char *api_agent_message(const char *body, size_t len, char *buf, size_t buflen);
+/* The agent's {"error": "..."} message (its first API_AGENT_MESSAGE_MAX
+ * bytes), or a placeholder, as a new JSON string the caller owns. */
+#define API_AGENT_MESSAGE_MAX 1023
+json_object *api_agent_message(const char *body, size_t len);
 /* The orc_err for an agent's error status (404 -> ORC_ENOTFOUND, ...). */
 int api_agent_status_err(long status);
 /* Reply with the agent's error status and message mapped to ours. */

@@ -141,13 +141,11 @@ static json_object *answer_object(struct api_req *r, const struct orc_buf *out)
 static int record(struct api_req *r, const char *kind, json_object *d, long status,
 		  const struct orc_buf *out)
 {
-	char msg[1024];
 	int err;
 
 	json_object_object_add(d, "success", json_object_new_boolean(status == 200));
 	if (status != 200)
-		json_object_object_add(d, "error", json_object_new_string(
-			api_agent_message(out->ptr, out->len, msg, sizeof(msg))));
+		json_object_object_add(d, "error", api_agent_message(out->ptr, out->len));
 	err = api_event_record(r, kind, api_own_json(r, d));
 	if (err < 0)
 		return api_reply_error(r, ORC_EUNAVAIL, "the %s on sandbox %s could not be recorded; "

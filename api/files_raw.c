@@ -240,7 +240,6 @@ static json_object *upload_event(struct upload *u, int is_archive, const char *p
 {
 	json_object *d = json_object_new_object(), *p = answer_field(ans, "path");
 	int whole = u->sent <= CONTENT_RECORD_MAX && u->head.len == u->sent;
-	char msg[1024];
 
 	json_object_object_add(d, "path", p ? p : json_object_new_string(path));
 	if (is_archive) {
@@ -260,8 +259,7 @@ static json_object *upload_event(struct upload *u, int is_archive, const char *p
 	}
 	json_object_object_add(d, "success", json_object_new_boolean(status == 200));
 	if (status != 200)
-		json_object_object_add(d, "error", json_object_new_string(
-			api_agent_message(u->answer.ptr, u->answer.len, msg, sizeof(msg))));
+		json_object_object_add(d, "error", api_agent_message(u->answer.ptr, u->answer.len));
 	json_object_object_add(d, "raw", json_object_new_boolean(1));
 	/* small enough to keep: a replay can write it again (an archive only
 	 * when the agent read all of it) */

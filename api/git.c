@@ -228,7 +228,6 @@ int api_git_reset(struct api_req *r)
 	struct orc_buf out = ORC_BUF_INIT;
 	json_object *body, *req, *ans = NULL, *d;
 	const char *ref, *cwd;
-	char msg[1024];
 	long status = 0;
 	int remove_ignored, err;
 
@@ -257,8 +256,7 @@ int api_git_reset(struct api_req *r)
 	if (status == 200)
 		json_object_object_add(d, "head", copy_field(ans, "head"));
 	else
-		json_object_object_add(d, "error", json_object_new_string(
-			api_agent_message(out.ptr, out.len, msg, sizeof(msg))));
+		json_object_object_add(d, "error", api_agent_message(out.ptr, out.len));
 	if (api_event_record(r, "git.reset", d) < 0) {
 		err = api_reply_error(r, ORC_EUNAVAIL, "the reset of sandbox %s could not be recorded",
 				      r->id);

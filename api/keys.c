@@ -155,7 +155,6 @@ static int parse_key_create(struct api_req *r, json_object *body, const char **t
 			    const char **role, const char **name)
 {
 	static const char *const fields[] = { "tenant", "role", "name", NULL };
-	char msg[256];
 	size_t i;
 	int err;
 
@@ -168,20 +167,20 @@ static int parse_key_create(struct api_req *r, json_object *body, const char **t
 			return api_reply_error(r, ORC_EINVALID, "unknown field '%.64s' (fields: tenant, "
 					       "role, name)", k);
 	}
-	if ((err = orc_json_get_str(body, "tenant", tenant, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = orc_json_get_str(body, "tenant", tenant, API_ERRBUF(r))) < 0)
+		return api_reply_failed(r, err);
 	if (err == 1)
 		return api_reply_error(r, ORC_EINVALID, "field 'tenant' is required");
 	if (!orc_is_dns_label(*tenant))
 		return api_reply_error(r, ORC_EINVALID, "field 'tenant' must be a tenant name (a DNS label)");
-	if ((err = orc_json_get_str(body, "role", role, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = orc_json_get_str(body, "role", role, API_ERRBUF(r))) < 0)
+		return api_reply_failed(r, err);
 	if (err == 1)
 		*role = "user";
 	if (strcmp(*role, "user") && strcmp(*role, "admin"))
 		return api_reply_error(r, ORC_EINVALID, "field 'role' must be \"user\" or \"admin\"");
-	if ((err = orc_json_get_str(body, "name", name, msg, sizeof(msg))) < 0)
-		return api_reply_error(r, err, "%s", msg);
+	if ((err = orc_json_get_str(body, "name", name, API_ERRBUF(r))) < 0)
+		return api_reply_failed(r, err);
 	if (err == 1)
 		*name = NULL;
 	if (*name && !orc_key_name_valid(*name))

@@ -159,7 +159,6 @@ static int parse_body(struct orc_traj_set *set, struct api_req *r)
 	const char *p = orc_buf_cstr(&r->body), *end = p + r->body.len, *nl;
 	json_object *line;
 	size_t lineno = 0, len, steps = 0;
-	char msg[512];
 	int err;
 
 	set->max = 1;
@@ -171,23 +170,24 @@ static int parse_body(struct orc_traj_set *set, struct api_req *r)
 			len--;
 		if (!len)
 			continue;
-		if (orc_json_parse_object(&line, p, len, msg, sizeof(msg)) < 0)
+		if (orc_json_parse_object(&line, p, len, API_ERRBUF(r)) < 0)
 			return api_reply_error(r, API_EBADREQ, "line %zu of the body is not a JSON object: %s "
-					       "(the body is a trajectory as exported: JSON lines)", lineno, msg);
+					       "(the body is a trajectory as exported: JSON lines)", lineno,
+					       r->error);
 		if (json_object_object_get_ex(line, "step", NULL) && ++steps > STEPS_MAX) {
 			json_object_put(line);
 			return api_reply_error(r, ORC_EINVALID, "the trajectory has more than %d steps", STEPS_MAX);
 		}
-		if ((err = orc_traj_set_add(set, line, msg, sizeof(msg))) < 0) {
+		if ((err = orc_traj_set_add(set, line, API_ERRBUF(r))) < 0) {
 			json_object_put(line);
 			if (err == ORC_ETOOBIG)
 				return api_reply_error(r, ORC_EINVALID, "line %zu: the body holds more than one "
 						       "trajectory; replay each with its own request", lineno);
-			return api_reply_error(r, ORC_EINVALID, "line %zu: %s", lineno, msg);
+			return api_reply_error(r, ORC_EINVALID, "line %zu: %s", lineno, r->error);
 		}
 	}
-	if (orc_traj_set_check(set, msg, sizeof(msg)) < 0)
-		return api_reply_error(r, ORC_EINVALID, "the body: %s", msg);
+	if (orc_traj_set_check(set, API_ERRBUF(r)) < 0)
+		return api_reply_error(r, ORC_EINVALID, "the body: %s", r->error);
 	return 0;
 }
 

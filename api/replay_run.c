@@ -153,27 +153,23 @@ done:
 	return err;
 }
 
-/* Wait until the new sandbox is ready: 0, or a message in why. */
-static int wait_ready(struct replay_ctx *c, char *why, size_t whylen)
+/* Wait until the new sandbox is ready: 0, or why not (api_fail on c->r). */
+static int wait_ready(struct replay_ctx *c)
 {
 	struct api_subreq a = API_SUBREQ_INIT;
 	int err;
 
-	if ((err = api_subreq_wait(&a, c->r, c->sid, c->o->ready_timeout_s)) < 0) {
-		snprintf(why, whylen, "waiting for sandbox %s failed", c->sid);
-		return err;
-	}
-	err = ORC_ERROR;
-	if (a.status == 200 && !strcmp(orc_json_str_or(a.json, "status", ""), "ready"))
-		err = 0;
-	else if (a.status == 200)
-		snprintf(why, whylen, "sandbox %s did not become ready (status %s%s%s)", c->sid,
-			 orc_json_str_or(a.json, "status", "?"),
-			 orc_json_field(a.json, "status_message") ? ": " : "",
-			 orc_json_str_or(a.json, "status_message", ""));
-	else
-		snprintf(why, whylen, "sandbox %s did not become ready: %s (HTTP %ld)", c->sid,
-			 orc_json_str_or(a.json, "detail", "no detail"), a.status);
+	if ((err = api_subreq_wait(&a, c->r, c->sid, c->o->ready_timeout_s)) < 0)
+		return api_fail(c->r, err, "waiting for sandbox %s failed", c->sid);
+	err = 0;
+	if (a.status == 200 && strcmp(orc_json_str_or(a.json, "status", ""), "ready"))
+		err = api_fail(c->r, ORC_ERROR, "sandbox %s did not become ready (status %s%s%s)",
+			       c->sid, orc_json_str_or(a.json, "status", "?"),
+			       orc_json_field(a.json, "status_message") ? ": " : "",
+			       orc_json_str_or(a.json, "status_message", ""));
+	else if (a.status != 200)
+		err = api_fail(c->r, ORC_ERROR, "sandbox %s did not become ready: %s (HTTP %ld)",
+			       c->sid, orc_json_str_or(a.json, "detail", "no detail"), a.status);
 	api_subreq_release(&a);
 	return err;
 }
@@ -322,7 +318,6 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 	struct orc_traj_report rep;
 	struct replay_ctx c;
 	json_object *header = json_object_array_get_idx(t->lines, 0);
-	char why[512];
 	const char *error = NULL;
 	int err;
 
@@ -335,8 +330,8 @@ int api_replay_run(json_object **out, struct api_req *r, const struct orc_traj *
 		json_object_put(orc_traj_report_finish(&rep, "not created", 0));
 		return err;
 	}
-	if (wait_ready(&c, why, sizeof(why)) < 0) {
-		error = why;
+	if (wait_ready(&c) < 0) {
+		error = r->error;
 		goto finish;
 	}
 	orc_traj_report_started(&rep);

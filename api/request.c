@@ -297,10 +297,9 @@ int api_req_client_gone(struct api_req *r)
 int api_req_json_body(json_object **out, struct api_req *r)
 {
 	json_object *o = NULL;
-	char msg[256];
 
-	if (orc_json_parse_object(&o, orc_buf_cstr(&r->body), r->body.len, msg, sizeof(msg)) < 0)
-		return api_reply_error(r, API_EBADREQ, "%s", msg);
+	if (orc_json_parse_object(&o, orc_buf_cstr(&r->body), r->body.len, API_ERRBUF(r)) < 0)
+		return api_reply_failed(r, API_EBADREQ);
 	*out = api_own_json(r, o);
 	return 0;
 }

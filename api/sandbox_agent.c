@@ -130,16 +130,17 @@ int api_agent_json(struct orc_buf *out, long *status_out, struct api_req *r,
 	return 0;
 }
 
-const char *api_agent_message(const char *body, size_t len, char *buf, size_t buflen)
+json_object *api_agent_message(const char *body, size_t len)
 {
-	json_object *o = NULL, *m = NULL;
+	json_object *o = NULL, *m = NULL, *s;
+	const char *text = "the agent gave no reason";
 
-	snprintf(buf, buflen, "the agent gave no reason");
 	if (body && orc_json_parse_object(&o, body, len, NULL, 0) == 0 &&
 	    json_object_object_get_ex(o, "error", &m) && json_object_is_type(m, json_type_string))
-		snprintf(buf, buflen, "%s", json_object_get_string(m));
+		text = json_object_get_string(m);
+	s = json_object_new_string_len(text, (int)strnlen(text, API_AGENT_MESSAGE_MAX));
 	json_object_put(o);
-	return buf;
+	return s;
 }
 
 int api_agent_status_err(long status)
@@ -157,13 +158,13 @@ int api_agent_status_err(long status)
 
 int api_reply_agent_error(struct api_req *r, long status, const struct orc_buf *body)
 {
-	char msg[1024];
+	json_object *msg = api_own_json(r, api_agent_message(body->ptr, body->len));
 	int err = api_agent_status_err(status);
 
-	api_agent_message(body->ptr, body->len, msg, sizeof(msg));
 	if (err == API_EAGENT)
-		return api_reply_error(r, err, "the sandbox's agent failed (HTTP %ld): %s", status, msg);
-	return api_reply_error(r, err, "%s", msg);
+		return api_reply_error(r, err, "the sandbox's agent failed (HTTP %ld): %s", status,
+				       json_object_get_string(msg));
+	return api_reply_error(r, err, "%s", json_object_get_string(msg));
 }
 
 int api_reply_agent(struct api_req *r, long status, const struct orc_buf *body)

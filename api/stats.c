@@ -48,7 +48,6 @@ int api_stats_get(struct api_req *r)
 	json_object *doc = NULL;
 	PGresult *res = NULL;
 	PGconn *db = NULL;
-	char msg[256];
 	int err;
 
 	if ((err = orc_pg_pool_acquire(&api_server.db, &db)) < 0)
@@ -65,7 +64,7 @@ int api_stats_get(struct api_req *r)
 		return api_reply_error(r, err, "cannot compute the statistics");
 	api_own_pg(r, res);
 	if (orc_json_parse(&doc, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0),
-			   msg, sizeof(msg)) < 0 || !doc)
-		return api_reply_error(r, ORC_ERROR, "statistics are malformed: %s", msg);
+			   API_ERRBUF(r)) < 0 || !doc)
+		return api_reply_error(r, ORC_ERROR, "statistics are malformed: %s", r->error);
 	return api_reply_json(r, 200, api_own_json(r, doc));
 }
