@@ -43,6 +43,10 @@ static const char usage[] =
 	"                          default: beside this program)\n"
 	"  --sandbox-uid UID       host uid of sandboxes     (ORCHARD_SANDBOX_UID, default 65534;\n"
 	"  --sandbox-gid GID       host gid of sandboxes     (ORCHARD_SANDBOX_GID)  root only)\n"
+	"                          of imported images; a `host` sandbox gets a host uid (and gid)\n"
+	"                          of its own from ORCHARD_SANDBOX_UID_BASE (default 2000000000)\n"
+	"                          and ORCHARD_SANDBOX_UID_COUNT (default 65536; 0: off), claimed\n"
+	"                          host-wide in ORCHARD_SANDBOX_UID_DIR (/run/orchard-sandbox-uids)\n"
 	"  --sweep-interval-ms MS  full reconcile period     (ORCHARD_SWEEP_INTERVAL_MS, default 2000)\n"
 	"  --pids-max N            tasks per sandbox         (ORCHARD_SANDBOX_PIDS_MAX, default 1024)\n"
 	"  checkpoints: ORCHARD_CHECKPOINT_BACKEND=copy|btrfs|auto (default auto: btrfs snapshots\n"
@@ -238,6 +242,7 @@ static int tools_config(struct ctl_config *cfg)
 int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 {
 	int64_t uid = 65534, gid = 65534, sweep = 2000, pids = 1024;
+	int64_t uid_base = 2000000000, uid_count = 65536;
 	const char *v;
 	char *bwrap = NULL;
 	int c, err;
@@ -257,6 +262,16 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		goto done;
 	if ((v = getenv("ORCHARD_SANDBOX_GID")) && *v && (err = parse_id(&gid, "ORCHARD_SANDBOX_GID", v)) < 0)
 		goto done;
+	if ((v = getenv("ORCHARD_SANDBOX_UID_BASE")) && *v &&
+	    (err = parse_id(&uid_base, "ORCHARD_SANDBOX_UID_BASE", v)) < 0)
+		goto done;
+	if ((v = getenv("ORCHARD_SANDBOX_UID_COUNT")) && *v &&
+	    orc_parse_i64(&uid_count, v, 0, 16777216) < 0) {
+		fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_UID_COUNT \"%s\" must be 0..16777216\n", v);
+		err = ORC_EINVALID;
+		goto done;
+	}
+	set_str(&cfg->uid_dir, getenv("ORCHARD_SANDBOX_UID_DIR"));
 	if ((v = getenv("ORCHARD_SWEEP_INTERVAL_MS")) && *v &&
 	    orc_parse_i64(&sweep, v, 10, 3600000) < 0) {
 		fprintf(stderr, "orchard-controller: ORCHARD_SWEEP_INTERVAL_MS \"%s\" must be 10..3600000\n", v);
@@ -360,6 +375,30 @@ int ctl_config_load(struct ctl_config *cfg, int argc, char **argv)
 		cfg->drop_privileges = 1;
 		cfg->sandbox_uid = (uid_t)uid;
 		cfg->sandbox_gid = (gid_t)gid;
+		if (uid_count > 0 && uid_base + uid_count - 1 > 2147483646) {
+			fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_UID_BASE + _COUNT goes past "
+				"uid 2147483646\n");
+			err = ORC_EINVALID;
+			goto done;
+		}
+		if (uid_count > 0 && (int64_t)cfg->sandbox_uid >= uid_base &&
+		    (int64_t)cfg->sandbox_uid < uid_base + uid_count) {
+			fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_UID %u lies inside the "
+				"per-sandbox range ORCHARD_SANDBOX_UID_BASE/_COUNT\n",
+				(unsigned)cfg->sandbox_uid);
+			err = ORC_EINVALID;
+			goto done;
+		}
+		cfg->uid_base = (uid_t)uid_base;
+		cfg->uid_count = uid_count;
+		if (!cfg->uid_dir || !*cfg->uid_dir)
+			set_str(&cfg->uid_dir, "/run/orchard-sandbox-uids");
+		if (cfg->uid_dir[0] != '/' || strlen(cfg->uid_dir) > 256) {
+			fprintf(stderr, "orchard-controller: ORCHARD_SANDBOX_UID_DIR \"%s\" must be an "
+				"absolute path of at most 256 bytes\n", cfg->uid_dir);
+			err = ORC_EINVALID;
+			goto done;
+		}
 	} else {
 		/* Unprivileged: sandboxes run as whoever runs the controller. */
 		cfg->drop_privileges = 0;
@@ -392,4 +431,5 @@ void ctl_config_release(struct ctl_config *cfg)
 	set_str(&cfg->tools_dir, NULL);
 	set_str(&cfg->tools_mount, NULL);
 	set_str(&cfg->checkpoint_backend, NULL);
+	set_str(&cfg->uid_dir, NULL);
 }

@@ -22,6 +22,12 @@ struct ctl_config {
 	uid_t sandbox_uid;       /* ORCHARD_SANDBOX_UID (root only; default 65534) */
 	gid_t sandbox_gid;       /* ORCHARD_SANDBOX_GID (root only; default 65534) */
 	int drop_privileges;     /* running as root: children setuid to sandbox_uid */
+	uid_t uid_base;          /* ORCHARD_SANDBOX_UID_BASE: first host uid of the per-sandbox
+				  * range (root only; default 2000000000; local_uid.c) */
+	int64_t uid_count;       /* ORCHARD_SANDBOX_UID_COUNT: its size (default 65536; 0: every
+				  * sandbox runs as sandbox_uid, as before) */
+	char *uid_dir;           /* ORCHARD_SANDBOX_UID_DIR: the host-wide claims of that range
+				  * (default /run/orchard-sandbox-uids) */
 	int64_t sweep_interval_ms;   /* ORCHARD_SWEEP_INTERVAL_MS (default 2000) */
 	int64_t health_interval_ms;  /* re-check cadence of pending sandboxes (20) */
 	int64_t health_timeout_ms;   /* per /health call (200) */

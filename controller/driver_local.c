@@ -7,6 +7,7 @@
  *     cgroup         the sandbox's cgroup directories, one per line (root, 0600)
  *     agent.log      the agent's (and bwrap's) stdout and stderr
  *     run/           sandbox uid, 0700: token (0600), agent.sock  -> /run/orchard
+ *                    (a `host` sandbox's uid is its own: local_uid.c)
  *     workspace/     sandbox uid, 0700                            -> /workspace
  *     tmp/           sandbox uid, 0700                            -> /tmp
  *     root/          an imported image's root: overlayfs (or a copy)  -> /
@@ -216,6 +217,8 @@ static int local_init(struct ctl_driver *d)
 		err = ORC_ERROR;
 		goto done;
 	}
+	if ((err = local_uid_init(d)) < 0)
+		goto done;
 	if (local_job_wake_open(l) < 0) {
 		orc_log(ORC_LOG_ERROR, "pipe() for the helpers' wake-ups failed", "error",
 			strerror(errno), NULL);

@@ -255,6 +255,30 @@ int local_job_run_cps(char ***argvs, size_t n);
 /* In a helper: write all of data to fd. */
 void local_job_write(int fd, const char *data, size_t len);
 
+/* ---- local_uid.c ----------------------------------------------------- */
+
+/* 1 when a sandbox of image runs as a host uid of its own: the controller
+ * runs as root, ORCHARD_SANDBOX_UID_COUNT > 0 and the image is `host`
+ * (imported images' trees belong to ORCHARD_SANDBOX_UID: docs/images.md). */
+int local_uid_own(const struct ctl_driver *d, const char *image);
+/* Make the claims dir (cfg->uid_dir) and drop stale claims, at the
+ * driver's init. ORC_ERROR (logged) when it is unusable. */
+int local_uid_init(struct ctl_driver *d);
+/* id's uid: the one it already claimed, else the lowest free one of the
+ * range, claimed host-wide. ORC_ERROR (logged) when none is free. */
+int local_uid_claim(uid_t *out, struct ctl_driver *d, const char *id);
+/* The uid id claimed; ORC_ENOTFOUND when it has none. */
+int local_uid_find(uid_t *out, struct ctl_driver *d, const char *id);
+/* Drop id's claims (none is fine). ORC_ERROR when one could not go. */
+int local_uid_release(struct ctl_driver *d, const char *id);
+/* fn(id, arg) for every claim of our state dir (list_owned). */
+typedef void (*local_uid_list_fn)(const char *id, void *arg);
+void local_uid_list(struct ctl_driver *d, local_uid_list_fn fn, void *arg);
+/* A fork's restored workspace/ and tmp/ become uid:gid's (the
+ * checkpoint's files belong to the uid of the sandbox it was taken of).
+ * ORC_ERROR with *why on failure. */
+int local_uid_chown_parts(char **why, struct ctl_driver *d, const char *id, uid_t uid, gid_t gid);
+
 /* ---- local_socket.c --------------------------------------------------- */
 
 /* Short names for agent sockets whose real path is too long for a unix

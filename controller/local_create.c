@@ -33,8 +33,10 @@ static char env_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
 static char env_home[] = "HOME=/root";
 static char *const bwrap_env[] = { env_path, env_home, NULL };
 
-/* <id>/ and its subdirectories, the token, and the log (returned open). */
-static int prepare_dir(int *log_out, struct ctl_driver *d, const struct ctl_sandbox *sb)
+/* <id>/ and its subdirectories (uid:gid's), the token, and the log
+ * (returned open). */
+static int prepare_dir(int *log_out, struct ctl_driver *d, const struct ctl_sandbox *sb,
+		       uid_t uid, gid_t gid)
 {
 	static const struct { const char *name; mode_t mode; } subdirs[] = {
 		/* Private to the sandbox uid: <id>/ stays 0711 so nginx reaches
@@ -59,13 +61,12 @@ static int prepare_dir(int *log_out, struct ctl_driver *d, const struct ctl_sand
 		}
 		if (fchmodat(dfd, subdirs[i].name, subdirs[i].mode, 0) < 0)
 			goto fail;
-		if (chown_it && fchownat(dfd, subdirs[i].name, cfg->sandbox_uid, cfg->sandbox_gid,
-					 AT_SYMLINK_NOFOLLOW) < 0)
+		if (chown_it && fchownat(dfd, subdirs[i].name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 			goto fail;
 	}
 	if ((rfd = openat(dfd, "run", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		goto fail;
-	if (local_write_file_at(rfd, "token", sb->token, 0600, cfg->sandbox_uid, cfg->sandbox_gid, chown_it) < 0)
+	if (local_write_file_at(rfd, "token", sb->token, 0600, uid, gid, chown_it) < 0)
 		goto fail;
 	logfd = openat(dfd, "agent.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
 	if (logfd < 0)
@@ -178,6 +179,8 @@ static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 	struct ctl_spawn sp;
 	char handle[48], *why, *dir = NULL;
 	int logfd = -1, scfd = -1, err, imported = strcmp(sb->image, "host") != 0;
+	uid_t uid = d->cfg->sandbox_uid;
+	gid_t gid = d->cfg->sandbox_gid;
 	pid_t watchdog;
 
 	if ((err = check_request(d, sb)) < 0)
@@ -195,7 +198,14 @@ static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 		sb->error = xstrdup("could not clean up an earlier attempt");
 		return err;
 	}
-	if ((err = prepare_dir(&logfd, d, sb)) < 0) {
+	if (local_uid_own(d, sb->image)) {
+		if ((err = local_uid_claim(&uid, d, sb->id)) < 0) {
+			sb->error = xstrdup("no free host uid for the sandbox (ORCHARD_SANDBOX_UID_COUNT)");
+			goto fail;
+		}
+		gid = (gid_t)uid;
+	}
+	if ((err = prepare_dir(&logfd, d, sb, uid, gid)) < 0) {
 		sb->error = xstrdup("could not prepare the sandbox directory on the host");
 		goto fail;
 	}
@@ -205,6 +215,9 @@ static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 	if (imported && (err = image_root(d, sb, dir, &agent_cmd)) < 0)
 		goto fail;
 	if (sb->restore && (err = local_checkpoint_restore(d, sb, in_helper)) < 0)
+		goto fail;
+	if (sb->restore && local_uid_own(d, sb->image) &&
+	    (err = local_uid_chown_parts(&sb->error, d, sb->id, uid, gid)) < 0)
 		goto fail;
 	if (!local_direct_fits(d, sb->id) && (err = local_make_link(L(d), sb->id)) < 0) {
 		sb->error = xstrdup("could not create the agent socket's short link on the host");
@@ -236,7 +249,7 @@ static int launch(struct ctl_driver *d, struct ctl_sandbox *sb, int in_helper)
 	sp = (struct ctl_spawn){
 		d->cfg->watchdog_bin, sb->ttl_left_s > 0 ? sb->ttl_left_s + HARD_DEADLINE_GRACE_S : 1,
 		argv.v, bwrap_env, logfd, d->cfg->drop_privileges,
-		d->cfg->sandbox_uid, d->cfg->sandbox_gid,
+		uid, gid,
 		procs.n ? procs.v : NULL, scfd,
 		sb->block_network ? NULL : d->cfg->slirp4netns,
 	};

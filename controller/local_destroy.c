@@ -130,5 +130,6 @@ int local_destroy(struct ctl_driver *d, const char *id, const char *handle)
 		orc_log(ORC_LOG_ERROR, "removing the sandbox dir failed", "sandbox_id", id, NULL);
 		return ORC_ERROR;
 	}
-	return 0;
+	/* Last: nothing of the sandbox's uid is left to a next owner. */
+	return local_uid_release(d, id);
 }

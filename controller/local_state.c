@@ -141,7 +141,7 @@ static void scan_list_fn(const char *id, pid_t pid, void *arg)
 	id_list_add(arg, id);
 }
 
-static void cgroup_list_fn(const char *id, void *arg)
+static void id_list_fn(const char *id, void *arg)
 {
 	id_list_add(arg, id);
 }
@@ -170,9 +170,11 @@ int local_list_owned(struct ctl_driver *d, char ***out, size_t *nout)
 	 * cgroup dirs find what lost its host dir; the /proc scan (every
 	 * bwrap on the host, costly with thousands) is the fallback. */
 	if (ctl_cgroups_any(&L(d)->cg))
-		ctl_cgroups_list(&L(d)->cg, cgroup_list_fn, &l);
+		ctl_cgroups_list(&L(d)->cg, id_list_fn, &l);
 	else
 		ctl_proc_scan_bwrap(d->cfg->state_dir, scan_list_fn, &l);
+	/* A claimed uid whose sandbox left nothing else (a crash mid-launch). */
+	local_uid_list(d, id_list_fn, &l);
 	/* Sort and drop duplicates (a sandbox has a dir and two processes). */
 	if (l.n)
 		qsort(l.v, l.n, sizeof(*l.v), cmp_str);

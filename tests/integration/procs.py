@@ -39,3 +39,34 @@ def descendants(roots):
                 found.add(pid)
                 changed = True
     return found
+
+
+UID_CLAIMS = "/run/orchard-sandbox-uids"   # the controller's ORCHARD_SANDBOX_UID_DIR default
+
+
+def sandbox_uids(state_dir):
+    """{host uid: sandbox id} of the per-sandbox uids claimed for the
+    sandboxes of state_dir (controller/local_uid.c)."""
+    out = {}
+    try:
+        names = os.listdir(UID_CLAIMS)
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(UID_CLAIMS, name)) as f:
+                state, sid = f.read().split("\n")[:2]
+        except (OSError, ValueError):
+            continue
+        if os.path.realpath(state) == os.path.realpath(state_dir):
+            out[int(name)] = sid
+    return out
+
+
+def sandbox_uid(state_dir, sid):
+    """The one host uid sandbox sid of state_dir claimed."""
+    mine = [u for u, s in sandbox_uids(state_dir).items() if s == sid]
+    assert len(mine) == 1, (sid, sandbox_uids(state_dir))
+    return mine[0]

@@ -385,7 +385,8 @@ def test_agent_answers_health_with_the_token_only(env, ready_sandbox):
 def test_host_dir_layout_and_token_file(env, ready_sandbox):
     sid, token, row = ready_sandbox
     d = env.sandbox_dir(sid)
-    want_uid = 65534 if IS_ROOT else os.geteuid()
+    # Root: the sandbox's own uid (controller/local_uid.c).
+    want_uid = procs.sandbox_uid(env.state, sid) if IS_ROOT else os.geteuid()
     for sub in ("workspace", "tmp"):
         assert os.stat(os.path.join(d, sub)).st_uid == want_uid, sub
     st = os.stat(os.path.join(d, "run"))
@@ -441,7 +442,7 @@ def test_sandbox_is_isolated(env, ready_sandbox):
     assert re.search(r"^CapEff:\s+0+$", status, re.M), status
     assert re.search(r"^NoNewPrivs:\s+1$", status, re.M)
     uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
-    assert uid == (65534 if IS_ROOT else os.geteuid())
+    assert uid == (procs.sandbox_uid(env.state, sid) if IS_ROOT else os.geteuid())
     with open("/proc/%d/uid_map" % agent[0]) as f:
         assert f.read().split()[:3] == ["0", str(uid), "1"]
     # Its own session: not in the controller's session or process group.
